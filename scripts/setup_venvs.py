@@ -1,0 +1,127 @@
+"""Build one virtual environment per image extra under .venvs/<name>/, reusing unchanged ones.
+
+The recipe for each environment lives in pyproject.toml under [tool.toolcanary.venvs.<name>]: the
+interpreter, the extras to install, packages to add with --no-deps (bfcl-eval's slim install) and
+packages to remove afterwards. An environment is rebuilt only when its recipe, its extras' requirement
+lists or its lock file (locks/<name>.txt, used as pip constraints) changed: a stamp file records that.
+
+Run:
+    python3 scripts/setup_venvs.py                 # every environment
+    python3 scripts/setup_venvs.py eval analysis   # only these
+    python3 scripts/setup_venvs.py --lock train    # rebuild, then write locks/train.txt from pip freeze
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+VENVS = ROOT / ".venvs"
+LOCKS = ROOT / "locks"
+STAMP = ".toolcanary-stamp"
+
+
+def load_recipes() -> tuple[dict, dict]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return project["tool"]["toolcanary"]["venvs"], project["project"]["optional-dependencies"]
+
+
+def fingerprint(name: str, recipe: dict, extras: dict) -> str:
+    lock = LOCKS / f"{name}.txt"
+    payload = {
+        "recipe": recipe,
+        "extras": {e: extras.get(e, []) for e in recipe["extras"] + ["test"]},
+        "base": load_base_dependencies(),
+        "lock": lock.read_text() if lock.exists() else "",
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+
+def load_base_dependencies() -> list[str]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+
+
+def run(cmd: list[str], log) -> None:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    if result.returncode != 0:
+        raise SystemExit(
+            f"setup: command failed (exit {result.returncode}): {' '.join(cmd)}\n"
+            f"  see the log: {log.name}"
+        )
+
+
+def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
+    target = VENVS / name
+    python = shutil.which(recipe["python"])
+    if python is None:
+        raise SystemExit(
+            f"setup: environment '{name}' needs {recipe['python']} on PATH, and none was found.\n"
+            f"  Install CPython {recipe['python'].removeprefix('python')} (e.g. with pyenv) and rerun `make setup`."
+        )
+    if target.exists():
+        shutil.rmtree(target)
+    VENVS.mkdir(exist_ok=True)
+    log_path = VENVS / f"{name}.log"
+    started = time.monotonic()
+    print(f"setup: building .venvs/{name} (log: .venvs/{name}.log) ...", flush=True)
+    with log_path.open("w") as log:
+        run([python, "-m", "venv", str(target)], log)
+        pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+        run(pip + ["install", "-q", "--upgrade", "pip==26.0.1", "setuptools==80.9.0", "wheel"], log)
+        constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
+        spec = f".[{','.join(recipe['extras'])}]"
+        run(pip + ["install", "-q", "-e", spec] + constraints, log)
+        if recipe.get("no_deps"):
+            run(pip + ["install", "-q", "--no-deps"] + recipe["no_deps"] + constraints, log)
+        if recipe.get("uninstall"):
+            run(pip + ["uninstall", "-y"] + recipe["uninstall"], log)
+        if write_lock:
+            frozen = subprocess.run(
+                pip + ["freeze", "--exclude-editable"], capture_output=True, text=True, check=True
+            ).stdout
+            LOCKS.mkdir(exist_ok=True)
+            (LOCKS / f"{name}.txt").write_text(
+                f"# pip freeze of .venvs/{name}; used as constraints by scripts/setup_venvs.py\n" + frozen
+            )
+            stamp = fingerprint(name, recipe, load_recipes()[1])
+    (target / STAMP).write_text(stamp)
+    print(f"setup: .venvs/{name} ready in {time.monotonic() - started:.0f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Build the per-image virtual environments under .venvs/.",
+        epilog="examples:\n  python3 scripts/setup_venvs.py\n  python3 scripts/setup_venvs.py eval\n"
+        "  python3 scripts/setup_venvs.py --lock analysis",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("names", nargs="*", help="environments to build (default: all)")
+    parser.add_argument("--lock", action="store_true", help="rebuild and write locks/<name>.txt")
+    args = parser.parse_args(argv)
+    recipes, extras = load_recipes()
+    unknown = sorted(set(args.names) - set(recipes))
+    if unknown:
+        raise SystemExit(f"setup: unknown environment(s) {unknown}; expected some of {sorted(recipes)}")
+    for name in args.names or list(recipes):
+        recipe = recipes[name]
+        stamp = fingerprint(name, recipe, extras)
+        current = VENVS / name / STAMP
+        if not args.lock and current.exists() and current.read_text() == stamp:
+            print(f"setup: .venvs/{name} is up to date", flush=True)
+            continue
+        build(name, recipe, stamp, args.lock)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Every shape that crosses a process or file boundary in ToolCanary, versioned.
+
+Importing this package pulls in the standard library and pydantic v2, nothing else, so every image and
+environment can depend on it. Bump `CONTRACT_VERSION` whenever a shape changes incompatibly; every service
+reports it and every manifest records it.
+
+    from toolcanary.contract import SimulatedTask, parse_assistant_text, compute_aggregates
+"""
+
+from toolcanary.contract.bfcl import (
+    AGGREGATE_NAMES,
+    AGGREGATES,
+    BY_NAME,
+    CATEGORIES,
+    OFFLINE_CATEGORIES,
+    Aggregate,
+    Category,
+    aggregate_value,
+    compute_aggregates,
+)
+from toolcanary.contract.chat import (
+    AssistantMessage,
+    FunctionCall,
+    FunctionSpec,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from toolcanary.contract.csv_schemas import (
+    BFCL_BY_CATEGORY,
+    BFCL_COLUMNS,
+    TRAIN_METRICS,
+    TRAIN_METRICS_COLUMNS,
+    BfclRow,
+    append_bfcl_rows,
+    read_bfcl_by_category,
+    read_train_metrics,
+)
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.hermes import (
+    MalformedCall,
+    ParsedTurn,
+    parse_assistant_text,
+    render_assistant_turn,
+    render_tool_calls,
+)
+from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
+from toolcanary.contract.simulator_api import (
+    ROLES,
+    Health,
+    Outcome,
+    RoleRecord,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    ToolResponse,
+    UserRequest,
+    UserResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+from toolcanary.contract.tasks import (
+    DifficultySettings,
+    ExpectedCall,
+    LibraryTool,
+    SimulatedTask,
+    ToolLibrary,
+    load_tool_library,
+)
+
+CONTRACT_VERSION = "1.0"
+
+__all__ = [name for name in dir() if not name.startswith("_")]

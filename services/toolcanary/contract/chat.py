@@ -1,0 +1,108 @@
+"""OpenAI-style tool schemas, tool calls and chat messages.
+
+These are the shapes the chat template, vLLM's OpenAI server, the simulator and BFCL all speak. Arguments
+are kept as a dict inside the project (what chat templates render) and accept the OpenAI wire form, a JSON
+string, on input.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class FunctionSpec(BaseModel):
+    """One function as OpenAI tools describe it; `parameters` is a JSON Schema object."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = Field(min_length=1, max_length=256)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class ToolSchema(BaseModel):
+    """`{"type": "function", "function": {...}}`, the unit of a `tools=[...]` list."""
+
+    type: Literal["function"] = "function"
+    function: FunctionSpec
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+    def required_parameters(self) -> list[str]:
+        return list(self.function.parameters.get("required", []))
+
+
+class FunctionCall(BaseModel):
+    """The name and arguments of one call."""
+
+    name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _decode_string_arguments(cls, value: Any) -> Any:
+        # The OpenAI wire form carries arguments as a JSON string.
+        if isinstance(value, str):
+            decoded = json.loads(value) if value.strip() else {}
+            if not isinstance(decoded, dict):
+                raise ValueError(f"arguments must decode to a JSON object, got {type(decoded).__name__}")
+            return decoded
+        return value
+
+
+class ToolCall(BaseModel):
+    """One entry of an assistant message's `tool_calls`; several entries are a parallel call."""
+
+    id: str | None = None
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+    def to_openai(self) -> dict[str, Any]:
+        """The OpenAI wire form, with arguments as a JSON string."""
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.function.name, "arguments": json.dumps(self.function.arguments)},
+        }
+
+
+class SystemMessage(BaseModel):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(BaseModel):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(BaseModel):
+    """An assistant turn: optional reasoning, optional text, zero or more tool calls."""
+
+    role: Literal["assistant"] = "assistant"
+    content: str | None = None
+    reasoning_content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+
+
+class ToolMessage(BaseModel):
+    """A tool's reply; `is_error` marks an execution error the policy can correct from (MCP's isError)."""
+
+    role: Literal["tool"] = "tool"
+    content: str
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+
+
+def tool_names(tools: list[ToolSchema]) -> list[str]:
+    return [tool.name for tool in tools]

@@ -1,0 +1,80 @@
+"""Manifests written beside every published checkpoint and every evaluation pass.
+
+A checkpoint folder is complete only when its `manifest.json` parses into `CheckpointManifest`; readers
+call `read_checkpoint_manifest`, which refuses anything less.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from toolcanary.contract.errors import ContractError
+
+CHECKPOINT_MANIFEST = "manifest.json"
+
+
+class CheckpointManifest(BaseModel):
+    """`volumes/checkpoints/<run>/step_NNNN/manifest.json`."""
+
+    contract_version: str
+    run: str
+    step: int = Field(ge=0)
+    base_model: str
+    weights_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 over the weight files, in name order")
+    weight_files: list[str] = Field(min_length=1)
+    commit: str
+    curriculum_level: int = Field(ge=1, le=100)
+    created_at: str
+
+
+class EvalPassManifest(BaseModel):
+    """`volumes/results/<run>/passes/step_NNNN_pass_P/manifest.json`: everything that produced the rows."""
+
+    contract_version: str
+    run: str
+    step: int = Field(ge=0)
+    pass_index: int = Field(ge=1)
+    checkpoint: CheckpointManifest | None = Field(None, description="absent only for a base model not trained here")
+    weights_sha256: str | None = None
+    served_model: str
+    base_url: str
+    bfcl_eval_version: str
+    handler: str = Field(description="how BFCL talks to the server, e.g. OpenAICompletionsHandler (chat, FC)")
+    categories: list[str]
+    sample_size: int | None = None
+    sample_seed: int | None = None
+    sample_ids: dict[str, list[str]] = Field(default_factory=dict)
+    threads: int = Field(ge=1)
+    temperature: float
+    overlong_counted_wrong: bool
+    overlong_items: dict[str, list[str]] = Field(default_factory=dict)
+    error_counts: dict[str, int] = Field(default_factory=dict)
+    timings_s: dict[str, float] = Field(default_factory=dict)
+    started_at: str
+    finished_at: str | None = None
+
+
+def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
+    """Load and check a checkpoint's manifest, including that its weight files are there.
+
+    Raises:
+        ContractError: no manifest, an incomplete one, or weight files missing.
+    """
+    folder = Path(folder)
+    path = folder / CHECKPOINT_MANIFEST
+    if not path.is_file():
+        raise ContractError(
+            str(folder), f"a published checkpoint with {CHECKPOINT_MANIFEST}", "no manifest",
+            "The checkpoint is still being written or was never published; wait for published.jsonl to list it",
+        )
+    try:
+        manifest = CheckpointManifest.model_validate(json.loads(path.read_text()))
+    except (json.JSONDecodeError, ValidationError) as err:
+        raise ContractError(str(path), "a complete checkpoint manifest", f"an invalid one ({err})") from err
+    missing = [name for name in manifest.weight_files if not (folder / name).is_file()]
+    if missing:
+        raise ContractError(str(folder), f"weight files {manifest.weight_files}", f"{missing} missing")
+    return manifest

@@ -1,0 +1,130 @@
+"""Requests and responses of the simulator's four roles: task author, tool, user and verifier.
+
+Every response says whether the role finished (`outcome="ok"`) or gave up after its retries
+(`outcome="aborted"`, with the cause). An aborted response carries no reward: the trainer drops the
+episode from the loss instead of inventing a score.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolcanary.contract.chat import Message, ToolCall
+from toolcanary.contract.tasks import DifficultySettings, SimulatedTask
+
+Reward = Literal[-1, 0, 1]
+Role = Literal["task", "tool", "user", "verify"]
+AbortCause = Literal["timeout", "parse", "validation", "upstream"]
+ROLES: tuple[Role, ...] = ("task", "tool", "user", "verify")
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step: int | None = Field(None, ge=0, description="training step, for the per-step record file")
+    episode_id: str | None = Field(None, max_length=200, description="the trainer's episode id, for tracing")
+
+
+class Outcome(BaseModel):
+    """Common part of every role response."""
+
+    outcome: Literal["ok", "aborted"] = "ok"
+    abort_cause: AbortCause | None = None
+    abort_detail: str | None = None
+    latency_s: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @model_validator(mode="after")
+    def _abort_has_cause(self) -> Outcome:
+        if self.outcome == "aborted" and self.abort_cause is None:
+            raise ValueError("an aborted outcome needs abort_cause")
+        return self
+
+
+# --- task author --------------------------------------------------------------------------------
+class TaskRequest(_Request):
+    task_key: str = Field(min_length=1, max_length=200, description="same key, same task (one per GRPO group)")
+    difficulty: DifficultySettings
+
+
+class TaskResponse(Outcome):
+    task: SimulatedTask | None = None
+
+
+# --- tool ---------------------------------------------------------------------------------------
+class ToolRequest(_Request):
+    task: SimulatedTask
+    history: list[Message] = Field(default_factory=list, max_length=512)
+    call: ToolCall
+
+
+class ToolResponse(Outcome):
+    result: str = ""
+    is_error: bool = False
+    reward: Reward | None = None
+
+
+# --- user ---------------------------------------------------------------------------------------
+class UserRequest(_Request):
+    task: SimulatedTask
+    history: list[Message] = Field(default_factory=list, max_length=512)
+
+
+class UserResponse(Outcome):
+    reply: str = ""
+    reward: Reward | None = None
+    done: bool = False
+
+
+# --- verifier -----------------------------------------------------------------------------------
+class VerifyRequest(_Request):
+    task: SimulatedTask
+    trajectory: list[Message] = Field(max_length=1024)
+    num_criteria: int = Field(2, ge=1, le=5, description="how many of the ordered criteria apply")
+
+
+class VerifyResponse(Outcome):
+    reward: Reward | None = None
+    reasoning: str = ""
+    criteria: list[str] = Field(default_factory=list)
+
+
+# --- service ------------------------------------------------------------------------------------
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+    contract_version: str
+    backend: Literal["scripted", "llm"]
+    run: str
+
+
+class ErrorBody(BaseModel):
+    """The body of every 4xx answer: what was wrong, field by field."""
+
+    error: str
+    detail: list[dict] = Field(default_factory=list)
+
+
+class RoleRecord(BaseModel):
+    """One JSON line of `volumes/runs/<run>/simulator/step_NNNN.jsonl`: a role call as it happened.
+
+    Written and flushed per call, so a killed service loses nothing it answered. Task-author records hold
+    the generated task in `response["task"]`, which is what the contamination audit reads.
+    """
+
+    contract_version: str
+    time: str = Field(description="ISO-8601 UTC time the call finished")
+    run: str
+    step: int | None = None
+    role: Role
+    backend: Literal["scripted", "llm"]
+    episode_id: str | None = None
+    request: dict
+    response: dict
+    outcome: Literal["ok", "aborted"]
+    abort_cause: AbortCause | None = None
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
