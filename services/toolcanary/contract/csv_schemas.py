@@ -21,10 +21,26 @@ BFCL_BY_CATEGORY = "bfcl_by_category.csv"
 TRAIN_METRICS = "train_metrics.csv"
 BFCL_COLUMNS = ("step", "pass", "category", "correct", "total")
 TRAIN_METRICS_COLUMNS = (
-    "step", "reward_mean", "reward_std", "aborted_frac", "curriculum_level", "tool_call_turns_mean",
-    "response_turns_mean", "tool_call_share", "no_call_episode_frac", "tool_turns_mean", "user_turns_mean",
-    "tool_reward_mean", "user_reward_mean", "invalid_call_frac", "response_length_mean", "num_turns_mean",
-    "kl", "entropy", "simulator_tokens", "step_seconds",
+    "step",
+    "reward_mean",
+    "reward_std",
+    "aborted_frac",
+    "curriculum_level",
+    "tool_call_turns_mean",
+    "response_turns_mean",
+    "tool_call_share",
+    "no_call_episode_frac",
+    "tool_turns_mean",
+    "user_turns_mean",
+    "tool_reward_mean",
+    "user_reward_mean",
+    "invalid_call_frac",
+    "response_length_mean",
+    "num_turns_mean",
+    "kl",
+    "entropy",
+    "simulator_tokens",
+    "step_seconds",
 )
 
 
@@ -49,7 +65,9 @@ def _int(path: Path, line: int, column: str, value: str | None) -> int:
     try:
         number = int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise ContractError(f"{path}: line {line}, column {column!r}", "a non-negative integer", repr(value)) from None
+        raise ContractError(
+            f"{path}: line {line}, column {column!r}", "a non-negative integer", repr(value)
+        ) from None
     if number < 0:
         raise ContractError(f"{path}: line {line}, column {column!r}", "a non-negative integer", repr(value))
     return number
@@ -79,12 +97,16 @@ def read_bfcl_by_category(path: str | Path) -> list[BfclRow]:
                 total=_int(path, line, "total", record.get("total")),
             )
             if row.pass_index < 1:
-                raise ContractError(f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass")))
+                raise ContractError(
+                    f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass"))
+                )
             if row.correct > row.total:
                 raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
             key = (row.step, row.pass_index, row.category)
             if key in seen:
-                raise ContractError(where, "one row per (step, pass, category)", f"a repeat of line {seen[key]}")
+                raise ContractError(
+                    where, "one row per (step, pass, category)", f"a repeat of line {seen[key]}"
+                )
             seen[key] = line
             rows.append(row)
     if not rows:
@@ -103,8 +125,10 @@ def check_complete_passes(rows: list[BfclRow], where: str) -> None:
         missing = sorted(set(every) - present)
         if missing:
             raise ContractError(
-                f"{where}: step {step}, pass {pass_index}", f"all categories of the file ({len(every)})",
-                f"{missing} missing", "Re-run that pass or remove its rows",
+                f"{where}: step {step}, pass {pass_index}",
+                f"all categories of the file ({len(every)})",
+                f"{missing} missing",
+                "Re-run that pass or remove its rows",
             )
 
 
@@ -133,7 +157,9 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
         for line, record in enumerate(reader, start=2):
             step = _int(path, line, "step", record.get("step"))
             if step in steps:
-                raise ContractError(f"{path}: line {line}", "one row per step", f"a repeat of line {steps[step]}")
+                raise ContractError(
+                    f"{path}: line {line}", "one row per step", f"a repeat of line {steps[step]}"
+                )
             steps[step] = line
             row: dict[str, float] = {"step": float(step)}
             for column in TRAIN_METRICS_COLUMNS[1:]:

@@ -54,7 +54,9 @@ def render_tool_calls(calls: list[ToolCall]) -> str:
     return "\n".join(render_tool_call(c.function.name, c.function.arguments) for c in calls)
 
 
-def render_assistant_turn(content: str = "", calls: list[ToolCall] | None = None, reasoning: str | None = None) -> str:
+def render_assistant_turn(
+    content: str = "", calls: list[ToolCall] | None = None, reasoning: str | None = None
+) -> str:
     """The text of a whole assistant turn (without the chat framing tokens)."""
     parts = []
     if reasoning is not None:
@@ -66,7 +68,9 @@ def render_assistant_turn(content: str = "", calls: list[ToolCall] | None = None
 
 
 def _split_reasoning(text: str) -> tuple[str | None, str, bool]:
-    if THINK_CLOSE in text:
+    close, first_call = text.find(THINK_CLOSE), text.find(CALL_OPEN)
+    # A </think> inside a call's arguments is data, not the end of the reasoning.
+    if close != -1 and (first_call == -1 or close < first_call):
         head, _, rest = text.partition(THINK_CLOSE)
         return head.replace(THINK_OPEN, "", 1).strip(), rest, False
     stripped = text.lstrip()

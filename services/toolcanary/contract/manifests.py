@@ -23,7 +23,9 @@ class CheckpointManifest(BaseModel):
     run: str
     step: int = Field(ge=0)
     base_model: str
-    weights_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="sha256 over the weight files, in name order")
+    weights_sha256: str = Field(
+        pattern=r"^[0-9a-f]{64}$", description="sha256 over the weight files, in name order"
+    )
     weight_files: list[str] = Field(min_length=1)
     commit: str
     curriculum_level: int = Field(ge=1, le=100)
@@ -37,7 +39,9 @@ class EvalPassManifest(BaseModel):
     run: str
     step: int = Field(ge=0)
     pass_index: int = Field(ge=1)
-    checkpoint: CheckpointManifest | None = Field(None, description="absent only for a base model not trained here")
+    checkpoint: CheckpointManifest | None = Field(
+        None, description="absent only for a base model not trained here"
+    )
     weights_sha256: str | None = None
     served_model: str
     base_url: str
@@ -67,7 +71,9 @@ def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
     path = folder / CHECKPOINT_MANIFEST
     if not path.is_file():
         raise ContractError(
-            str(folder), f"a published checkpoint with {CHECKPOINT_MANIFEST}", "no manifest",
+            str(folder),
+            f"a published checkpoint with {CHECKPOINT_MANIFEST}",
+            "no manifest",
             "The checkpoint is still being written or was never published; wait for published.jsonl to list it",
         )
     try:

@@ -45,7 +45,9 @@ class Outcome(BaseModel):
 
 # --- task author --------------------------------------------------------------------------------
 class TaskRequest(_Request):
-    task_key: str = Field(min_length=1, max_length=200, description="same key, same task (one per GRPO group)")
+    task_key: str = Field(
+        min_length=1, max_length=200, description="same key, same task (one per GRPO group)"
+    )
     difficulty: DifficultySettings
 
 

@@ -85,7 +85,9 @@ def load_tool_library(path: str | Path) -> ToolLibrary:
     try:
         raw = json.loads(path.read_text())
     except FileNotFoundError as err:
-        raise ContractError(str(path), "a tool library JSON file", "no such file", "Pass --library PATH") from err
+        raise ContractError(
+            str(path), "a tool library JSON file", "no such file", "Pass --library PATH"
+        ) from err
     except json.JSONDecodeError as err:
         raise ContractError(str(path), "JSON", f"a decode error ({err})") from err
     if not isinstance(raw, dict) or not raw:
@@ -93,7 +95,9 @@ def load_tool_library(path: str | Path) -> ToolLibrary:
     categories: dict[str, dict[str, list[LibraryTool]]] = {}
     for category, toolsets in raw.items():
         if not isinstance(toolsets, dict):
-            raise ContractError(f"{path}: category {category!r}", "an object of toolsets", type(toolsets).__name__)
+            raise ContractError(
+                f"{path}: category {category!r}", "an object of toolsets", type(toolsets).__name__
+            )
         categories[category] = {}
         for toolset, tools in toolsets.items():
             where = f"{path}: {category!r} / {toolset!r}"
@@ -112,7 +116,9 @@ def load_tool_library(path: str | Path) -> ToolLibrary:
                     )
                 except (KeyError, TypeError, ValidationError) as err:
                     raise ContractError(
-                        f"{where} [{index}]", '{"type": "function", "function": {"name", ...}}', repr(err)[:200]
+                        f"{where} [{index}]",
+                        '{"type": "function", "function": {"name", ...}}',
+                        repr(err)[:200],
                     ) from err
             categories[category][toolset] = parsed
     return ToolLibrary(categories=categories)

@@ -1,0 +1,146 @@
+"""Load a run's two CSVs through the contract's readers and turn them into per-step series.
+
+The readers in `toolcanary.contract.csv_schemas` check each row; this module adds what only the analysis
+needs: at least two distinct steps, every category the five aggregates use, and no empty category.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from toolcanary.analysis.stats import sample_sd
+from toolcanary.contract.bfcl import AGGREGATES, Counts
+from toolcanary.contract.csv_schemas import (
+    BFCL_BY_CATEGORY,
+    TRAIN_METRICS,
+    read_bfcl_by_category,
+    read_train_metrics,
+)
+from toolcanary.contract.errors import ContractError
+
+
+@dataclass(frozen=True)
+class StepSeries:
+    """One quantity at every evaluated step: the value of each pass and their mean."""
+
+    steps: np.ndarray
+    passes: tuple[np.ndarray, ...]
+    """Per step, the value of every pass in pass order."""
+
+    @property
+    def values(self) -> np.ndarray:
+        return np.array([p.mean() for p in self.passes])
+
+    @property
+    def first(self) -> float:
+        return float(self.passes[0].mean())
+
+    @property
+    def last(self) -> float:
+        return float(self.passes[-1].mean())
+
+    def repeat_sds(self) -> dict[int, float]:
+        """Sample standard deviation (ddof = 1) at every step with two or more passes."""
+        return {int(s): sample_sd(p) for s, p in zip(self.steps, self.passes, strict=True) if len(p) >= 2}
+
+
+@dataclass(frozen=True)
+class BfclRun:
+    path: Path
+    steps: np.ndarray
+    counts: tuple[tuple[Counts, ...], ...]
+    """Per step (ascending), per pass (ascending index): category -> (correct, total)."""
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        return tuple(sorted(self.counts[0][0]))
+
+    def series(self, measure: Callable[[Counts], float]) -> StepSeries:
+        return StepSeries(self.steps, tuple(np.array([measure(c) for c in step]) for step in self.counts))
+
+    def mean_total(self, categories: tuple[str, ...]) -> float:
+        """Items behind `categories`, as scored at the last step (mean over its passes)."""
+        last = self.counts[-1]
+        return sum(sum(c[n][1] for n in categories) for c in last) / len(last)
+
+
+def load_bfcl(path: Path) -> BfclRun:
+    """Read `bfcl_by_category.csv` and check it can feed the table.
+
+    Raises:
+        ContractError: naming the file and the row (or step, pass and category) that is wrong.
+    """
+    rows = read_bfcl_by_category(path)
+    grouped: dict[int, dict[int, dict[str, tuple[int, int]]]] = {}
+    for row in rows:
+        grouped.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = (row.correct, row.total)
+    if len(grouped) < 2:
+        (step,) = grouped
+        raise ContractError(
+            f"{path}: every row (step {step})", "at least two distinct steps, to measure a change",
+            f"{len(rows)} rows, all at step {step}", "Score a second checkpoint before running the analysis",
+        )
+    present = {r.category for r in rows}
+    needed = sorted({c for a in AGGREGATES for c in a.categories})
+    missing = [c for c in needed if c not in present]
+    if missing:
+        raise ContractError(
+            f"{path}: categories", f"rows for every category the five aggregates use ({len(needed)})",
+            f"{missing} missing", "Score the 17 offline categories at every step (the eval client's default)",
+        )
+    for row in rows:
+        if row.total == 0 and row.category in needed:
+            raise ContractError(
+                f"{path}: step {row.step}, pass {row.pass_index}, category {row.category!r}",
+                "a total of at least one item", "total=0", "Re-score that pass",
+            )
+    steps = np.array(sorted(grouped), dtype=float)
+    counts = tuple(tuple(grouped[int(s)][p] for p in sorted(grouped[int(s)])) for s in steps)
+    return BfclRun(path=path, steps=steps, counts=counts)
+
+
+@dataclass(frozen=True)
+class TrainRun:
+    path: Path
+    steps: np.ndarray
+    columns: Mapping[str, np.ndarray]
+
+    def series(self, column: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of one metric, leaving out the steps where it is nan."""
+        values = self.columns[column]
+        keep = np.isfinite(values)
+        return self.steps[keep], values[keep]
+
+
+def load_training(path: Path) -> TrainRun:
+    """Read `train_metrics.csv` (sorted by step); needs two steps with a tool-call share."""
+    rows = sorted(read_train_metrics(path), key=lambda r: r["step"])
+    columns = {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
+    run = TrainRun(path=path, steps=columns.pop("step"), columns=columns)
+    for column in ("reward_mean", "curriculum_level", "tool_call_share"):
+        if len(run.series(column)[0]) < 2:
+            raise ContractError(
+                f"{path}: column {column!r}", "a number at two or more steps",
+                f"{len(run.series(column)[0])} of {len(rows)} rows with a value",
+                "Point --train-metrics at the trainer's full train_metrics.csv",
+            )
+    return run
+
+
+def data_paths(data: Path, train_metrics: Path | None) -> tuple[Path, Path]:
+    return data / BFCL_BY_CATEGORY, train_metrics if train_metrics is not None else data / TRAIN_METRICS
+
+
+def finite_or_none(value: float) -> float | None:
+    """JSON has no nan or infinity: such a value is written as null."""
+    return float(value) if math.isfinite(value) else None
+
+
+def fmt(value: float | None, spec: str) -> str:
+    """Format a number for prose; a missing (null) value reads 'n/a'."""
+    return "n/a" if value is None else format(value, spec)

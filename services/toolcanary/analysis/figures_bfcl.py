@@ -1,0 +1,114 @@
+"""The BFCL figures f2-f4, each a function of one run's counts returning a matplotlib Figure.
+
+The noise floor in f2 is the first-step value +/- 2 pooled repeat s.d. (root mean square of the repeat
+s.d.s over the repeated steps): a checkpoint inside the band is not distinguishable from a re-evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from toolcanary.analysis.data import BfclRun, StepSeries
+from toolcanary.analysis.findings import SPLITS
+from toolcanary.analysis.settings import AnalysisSettings
+from toolcanary.analysis.table import headline_rows
+from toolcanary.contract.bfcl import BY_NAME, accuracy, pooled
+
+WIDTH = 7.0
+KIND_COLOURS = {"ast": "C0", "irrelevance": "C3", "relevance": "C1", "multi_turn": "C2", "agentic": "C4"}
+
+
+def _spread(ax: plt.Axes, series: StepSeries, colour: str, dense: bool) -> None:
+    sds = series.repeat_sds()
+    repeated = np.array([s in sds for s in series.steps.astype(int)])
+    values = series.values
+    ax.plot(series.steps, values, color=colour, lw=1.0, marker=None if dense else "o", ms=3)
+    if repeated.any():
+        ax.errorbar(series.steps[repeated], values[repeated], yerr=[sds[int(s)] for s in series.steps[repeated]],
+                    fmt="none", ecolor="black", elinewidth=1.0, capsize=3, zorder=3)
+
+
+def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
+    rows = headline_rows(run, settings)
+    fig, axes = plt.subplots(3, 2, figsize=(WIDTH, 7.2), sharex=True, layout="constrained")
+    dense = len(run.steps) > 60
+    for ax, row in zip(axes.flat, rows, strict=False):
+        sds = list(row.sds.values())
+        _spread(ax, row.series, "C0", dense)
+        ax.plot(row.series.steps, row.trend.intercept + row.trend.slope * row.series.steps,
+                color="C1", ls="--", lw=1.0)
+        if sds:
+            floor = 2 * math.sqrt(float(np.mean(np.square(sds))))
+            ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
+        ax.set_title(f"{row.name}: {row.delta_pp:+.2f} pp, t = {row.trend.t:+.2f} (HAC {row.trend.t_hac:+.2f})")
+        ax.set_ylabel("accuracy (%)")
+    legend_ax = axes.flat[-1]
+    legend_ax.axis("off")
+    handles = [
+        plt.Line2D([], [], color="C0", marker=None if dense else "o", ms=3, label="mean over passes"),
+        plt.Line2D([], [], color="black", marker="|", ls="none", ms=10, label="+/- 1 repeat s.d."),
+        plt.Line2D([], [], color="C1", ls="--", label="OLS trend"),
+        plt.Rectangle((0, 0), 1, 1, color="0.6", alpha=0.2, label="noise floor: first step +/- 2 pooled repeat s.d."),
+    ]
+    legend_ax.legend(handles=handles, loc="center", frameon=False, fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("training step")
+    axes[-1][1].tick_params(labelbottom=False)
+    axes[1][1].tick_params(labelbottom=True)
+    axes[1][1].set_xlabel("training step")
+    fig.suptitle("BFCL V4 aggregates across training", fontsize=10)
+    return fig
+
+
+def f3_categories(run: BfclRun) -> plt.Figure:
+    names = [c.name for c in BY_NAME.values() if c.name in run.categories]
+    first, last = int(run.steps[0]), int(run.steps[-1])
+    deltas, errors = [], []
+    for name in names:
+        series = run.series(partial(accuracy, name=name))
+        deltas.append(series.last - series.first)
+        sds = series.repeat_sds()
+        both = first in sds and last in sds
+        errors.append(math.sqrt(sds[first] ** 2 / len(series.passes[0]) + sds[last] ** 2 / len(series.passes[-1]))
+                      if both else 0.0)
+    fig, ax = plt.subplots(figsize=(WIDTH, 0.26 * len(names) + 1.2), layout="constrained")
+    y = np.arange(len(names))[::-1]
+    colours = [KIND_COLOURS[BY_NAME[n].kind] for n in names]
+    ax.barh(y, deltas, color=colours, xerr=errors if any(errors) else None, ecolor="0.3", capsize=2, height=0.7)
+    items = [round(run.mean_total((n,))) for n in names]
+    ax.set_yticks(y, [f"{n}  (n={k})" for n, k in zip(names, items, strict=True)])
+    ax.axvline(0, color="black", lw=0.8)
+    span = max(max(abs(d) + e for d, e in zip(deltas, errors, strict=True)), 0.5)
+    ax.set_xlim(-span * 1.35, span * 1.35)
+    for yi, d, e in zip(y, deltas, errors, strict=True):
+        ax.annotate(f"{d:+.2f}", (d + math.copysign(e, d) if d else 0, yi), xytext=(4 if d >= 0 else -4, 0),
+                    textcoords="offset points", ha="left" if d >= 0 else "right", va="center", fontsize=7)
+    ax.set_xlabel(f"change in accuracy, step {first} -> step {last} (pp)")
+    kinds = sorted({BY_NAME[n].kind for n in names})
+    ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k], label=k.replace("_", "-")) for k in kinds],
+              loc="lower right", frameon=False)
+    ax.grid(axis="y", visible=False)
+    ax.set_title("Per-category change (error bars: s.e. of the difference of the two step means)")
+    return fig
+
+
+def f4_abstention_vs_tool_call(run: BfclRun) -> plt.Figure:
+    titles = {"overall": "All single-turn", "live": "Inside Live", "non_live": "Inside Non-Live"}
+    fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 2.9), sharey=True, layout="constrained")
+    dense = len(run.steps) > 60
+    for ax, (key, (abstention, tool_call)) in zip(axes, SPLITS.items(), strict=True):
+        for label, categories, colour in (("abstention required", abstention, "C3"),
+                                          ("tool call required", tool_call, "C0")):
+            series = run.series(partial(pooled, names=categories))
+            ax.plot(series.steps, series.values - series.first, color=colour, lw=1.1,
+                    marker=None if dense else "o", ms=2.5, label=label)
+        ax.axhline(0, color="black", lw=0.7)
+        ax.set_title(titles[key])
+        ax.set_xlabel("training step")
+    axes[0].set_ylabel(f"change since step {int(run.steps[0])} (pp)")
+    axes[0].legend(loc="lower left", frameon=False)
+    return fig

@@ -1,0 +1,128 @@
+"""The headline table: the five aggregates at the first and last step, their change, trend and noise.
+
+Rows follow `toolcanary.contract.bfcl.AGGREGATES`; the value of an aggregate at a step is the mean over
+that step's passes. Rendered as Markdown, CSV (full precision, the columns of `csv_columns`) or LaTeX.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from functools import partial
+
+from toolcanary.analysis.data import BfclRun, StepSeries
+from toolcanary.analysis.settings import AnalysisSettings
+from toolcanary.analysis.stats import Trend, ols_trend
+from toolcanary.contract.bfcl import AGGREGATES, aggregate_value
+
+FIXED_COLUMNS = ("aggregate", "step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac")
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    """First-to-last change and trend of one series; also used for the findings' sub-groups."""
+
+    name: str
+    series: StepSeries
+    trend: Trend
+    slope_steps: int
+
+    @property
+    def step0(self) -> float:
+        return self.series.first
+
+    @property
+    def step_last(self) -> float:
+        return self.series.last
+
+    @property
+    def delta_pp(self) -> float:
+        return self.step_last - self.step0
+
+    @property
+    def rel_delta_pct(self) -> float:
+        return 100.0 * self.delta_pp / self.step0 if self.step0 else float("nan")
+
+    @property
+    def slope(self) -> float:
+        """Percentage points per `slope_steps` training steps."""
+        return self.trend.slope * self.slope_steps
+
+    @property
+    def sds(self) -> dict[int, float]:
+        return self.series.repeat_sds()
+
+
+def change_row(name: str, series: StepSeries, settings: AnalysisSettings) -> ChangeRow:
+    trend = ols_trend(series.steps, series.values, lags=settings.lags_for(len(series.steps)),
+                      small_sample=settings.hac_small_sample)
+    return ChangeRow(name, series, trend, settings.slope_steps)
+
+
+def headline_rows(run: BfclRun, settings: AnalysisSettings) -> list[ChangeRow]:
+    return [change_row(a.name, run.series(partial(aggregate_value, a.name)), settings) for a in AGGREGATES]
+
+
+def sd_steps(rows: list[ChangeRow]) -> list[int]:
+    return sorted({step for row in rows for step in row.sds})
+
+
+def csv_columns(rows: list[ChangeRow]) -> list[str]:
+    return [*FIXED_COLUMNS, *(f"sd_step{s}" for s in sd_steps(rows))]
+
+
+def _cells(row: ChangeRow) -> list[float]:
+    return [row.step0, row.step_last, row.rel_delta_pct, row.delta_pp, row.slope, row.trend.t, row.trend.t_hac]
+
+
+def render_csv(rows: list[ChangeRow]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(csv_columns(rows))
+    for row in rows:
+        sds = [row.sds.get(s, float("nan")) for s in sd_steps(rows)]
+        writer.writerow([row.name, *(repr(float(v)) for v in [*_cells(row), *sds])])
+    return buffer.getvalue()
+
+
+def _display(row: ChangeRow, steps: list[int]) -> list[str]:
+    sds = [f"{row.sds[s]:.2f}" if s in row.sds else "" for s in steps]
+    return [
+        f"{row.step0:.2f}", f"{row.step_last:.2f}", f"{row.rel_delta_pct:+.2f}%", f"{row.delta_pp:+.2f}",
+        f"{row.slope:+.3f}", f"{row.trend.t:+.2f}", f"{row.trend.t_hac:+.2f}", *sds,
+    ]
+
+
+def _headers(rows: list[ChangeRow]) -> list[str]:
+    first, last = (int(rows[0].series.steps[i]) for i in (0, -1))
+    return [
+        "", f"step {first}", f"step {last}", "rel delta", "delta pp", "pp/10 steps", "t", "t (HAC)",
+        *(f"s.d. step {s}" for s in sd_steps(rows)),
+    ]
+
+
+def render_markdown(rows: list[ChangeRow]) -> str:
+    headers = _headers(rows)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+    lines += ["| " + " | ".join([row.name, *_display(row, sd_steps(rows))]) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def render_latex(rows: list[ChangeRow]) -> str:
+    """A booktabs tabular; minus signs typeset in math mode."""
+    def tex(cell: str) -> str:
+        return cell.replace("%", r"\%").replace("-", "$-$").replace("+", "$+$")
+
+    headers = _headers(rows)
+    lines = [
+        r"\begin{tabular}{l" + "r" * (len(headers) - 1) + "}", r"\toprule",
+        " & ".join(headers) + r" \\", r"\midrule",
+        *(" & ".join([row.name, *map(tex, _display(row, sd_steps(rows)))]) + r" \\" for row in rows),
+        r"\bottomrule", r"\end{tabular}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+RENDERERS = {"md": render_markdown, "csv": render_csv, "latex": render_latex}
+EXTENSIONS = {"md": "md", "csv": "csv", "latex": "tex"}

@@ -1,0 +1,109 @@
+"""The training side of the findings, from `train_metrics.csv`: what the simulated environment reports.
+
+- tool-call share (tool-calling assistant turns / all assistant turns): whole-run trend, and its level
+  before and after its own best breakpoint;
+- the step at which the curriculum first reaches its ceiling, and how long it stays there;
+- reward over steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from toolcanary.analysis.data import TrainRun, finite_or_none
+from toolcanary.analysis.settings import AnalysisSettings
+from toolcanary.analysis.stats import LevelShift, Trend, level_shift, ols_trend
+
+
+def _trend(steps: np.ndarray, values: np.ndarray, settings: AnalysisSettings) -> Trend:
+    return ols_trend(steps, values, lags=settings.lags_for(len(steps)), small_sample=settings.hac_small_sample)
+
+
+def trend_json(trend: Trend, settings: AnalysisSettings) -> dict[str, float | None]:
+    return {
+        f"slope_per_{settings.slope_steps}_steps": finite_or_none(trend.slope * settings.slope_steps),
+        "t": finite_or_none(trend.t), "t_hac": finite_or_none(trend.t_hac),
+    }
+
+
+def shift_json(shift: LevelShift | None, settings: AnalysisSettings) -> dict[str, Any] | None:
+    if shift is None:
+        return None
+    return {
+        "last_step_before": shift.last_before, "first_step_after": shift.first_after,
+        "level_before": shift.level_before, "level_after": shift.level_after, "shift": shift.shift,
+        "before": trend_json(shift.before, settings), "after": trend_json(shift.after, settings),
+        "rss_shift": shift.rss_shift, "rss_line": shift.rss_line,
+        "bic_shift": finite_or_none(shift.bic_shift), "bic_line": finite_or_none(shift.bic_line),
+        "prefers_shift": shift.prefers_shift,
+    }
+
+
+def curriculum_ceiling(steps: np.ndarray, levels: np.ndarray, ceiling: float) -> dict[str, Any]:
+    """First step at the ceiling, the last step of the unbroken stretch that follows, and its length."""
+    at = levels >= ceiling
+    result: dict[str, Any] = {"ceiling": ceiling, "max_level": float(levels.max()),
+                              "steps_at_ceiling": int(at.sum())}
+    if not at.any():
+        return {**result, "first_step": None, "held_until": None, "held_steps": None, "holds_to_end": False}
+    first = int(np.argmax(at))
+    end = first
+    while end + 1 < len(at) and at[end + 1]:
+        end += 1
+    return {
+        **result, "first_step": float(steps[first]), "held_until": float(steps[end]),
+        "held_steps": float(steps[end] - steps[first]), "holds_to_end": end == len(at) - 1,
+    }
+
+
+def training_findings(run: TrainRun, settings: AnalysisSettings) -> dict[str, Any]:
+    share_steps, share = run.series("tool_call_share")
+    reward_steps, reward = run.series("reward_mean")
+    level_steps, levels = run.series("curriculum_level")
+    shift = level_shift(share_steps, share, lags_for=settings.lags_for, min_segment=settings.min_segment,
+                        small_sample=settings.hac_small_sample)
+    return {
+        "file": str(run.path),
+        "steps": [float(run.steps[0]), float(run.steps[-1])],
+        "tool_call_share": {
+            "first": float(share[0]), "last": float(share[-1]),
+            "trend": trend_json(_trend(share_steps, share, settings), settings),
+            "level_shift": shift_json(shift, settings),
+        },
+        "curriculum": curriculum_ceiling(level_steps, levels, settings.curriculum_ceiling),
+        "reward": {
+            "first": float(reward[0]), "last": float(reward[-1]),
+            "min": float(reward.min()), "max": float(reward.max()),
+            "trend": trend_json(_trend(reward_steps, reward, settings), settings),
+        },
+    }
+
+
+def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[str]:
+    share, curriculum, reward = found["tool_call_share"], found["curriculum"], found["reward"]
+    key = f"slope_per_{settings.slope_steps}_steps"
+    lines = [
+        f"Training: the share of assistant turns that call a tool goes from {share['first']:.3f} to "
+        f"{share['last']:.3f} (whole-run slope {share['trend'][key]:+.4f} per {settings.slope_steps} steps, "
+        f"t = {share['trend']['t']:+.2f}, HAC t = {share['trend']['t_hac']:+.2f})."
+    ]
+    shift = share["level_shift"]
+    if shift is not None:
+        verdict = "a step fits better than the line (BIC)" if shift["prefers_shift"] else "the line fits better (BIC)"
+        lines.append(
+            f"  Its best breakpoint falls after step {shift['last_step_before']:g}: level {shift['level_before']:.3f} "
+            f"before, {shift['level_after']:.3f} after, slopes {shift['before'][key]:+.4f} and "
+            f"{shift['after'][key]:+.4f} per {settings.slope_steps} steps; {verdict}."
+        )
+    if curriculum["first_step"] is None:
+        lines.append(f"  The curriculum never reaches its ceiling of {curriculum['ceiling']:g} "
+                     f"(highest level {curriculum['max_level']:g}).")
+    else:
+        tail = "to the end of the run" if curriculum["holds_to_end"] else f"until step {curriculum['held_until']:g}"
+        lines.append(f"  The curriculum reaches its ceiling of {curriculum['ceiling']:g} at step "
+                     f"{curriculum['first_step']:g} and holds it for {curriculum['held_steps']:g} steps, {tail}.")
+    lines.append(f"  Mean reward goes from {reward['first']:+.3f} to {reward['last']:+.3f} "
+                 f"(slope {reward['trend'][key]:+.4f} per {settings.slope_steps} steps, t = {reward['trend']['t']:+.2f}).")
+    return lines

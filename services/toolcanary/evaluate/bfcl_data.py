@@ -1,0 +1,108 @@
+"""BFCL's item ids per category, read straight from the installed bfcl-eval data files, and id sampling.
+
+Reading the JSON files directly keeps the client fast: importing bfcl_eval itself costs about 9 s. Also
+the home of guard 6: an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
+drops unknown ids without a word.
+
+    python -c "from toolcanary.evaluate.bfcl_data import category_ids; print(len(category_ids('irrelevance')))"
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.metadata
+import importlib.util
+import json
+import random
+from pathlib import Path
+
+from toolcanary.contract.bfcl import BY_NAME
+from toolcanary.contract.errors import ContractError
+
+RESULT_PREFIX = "BFCL_v4_"
+
+
+@functools.cache
+def package_dir() -> Path:
+    spec = importlib.util.find_spec("bfcl_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise ContractError(
+            "python environment", "bfcl-eval 2026.3.23 installed", "no bfcl_eval package",
+            "Run the client from .venvs/eval (python3 scripts/setup_venvs.py eval) or the eval image",
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def bfcl_version() -> str:
+    return importlib.metadata.version("bfcl-eval")
+
+
+def _data_file(category: str) -> tuple[Path, str, str]:
+    """(file, id prefix in the file, id prefix BFCL gives the category's items at load time)."""
+    data = package_dir() / "data"
+    if category.startswith("memory_"):
+        return data / f"{RESULT_PREFIX}memory.json", "memory", category
+    if category.startswith("web_search_"):
+        return data / f"{RESULT_PREFIX}web_search.json", "web_search", category
+    return data / f"{RESULT_PREFIX}{category}.json", category, category
+
+
+@functools.cache
+def category_ids(category: str) -> tuple[str, ...]:
+    """Every scored item id of a category, in BFCL's data order."""
+    check_categories([category])
+    path, old, new = _data_file(category)
+    with path.open() as handle:
+        ids = [json.loads(line)["id"] for line in handle if line.strip()]
+    return tuple(i.replace(old, new, 1) for i in ids)
+
+
+def check_categories(categories: list[str]) -> None:
+    unknown = [c for c in categories if c not in BY_NAME]
+    if unknown:
+        hints = {c: difflib.get_close_matches(c, list(BY_NAME), n=2) for c in unknown}
+        raise ContractError(
+            "--categories", f"BFCL V4 category names ({', '.join(BY_NAME)})", f"{unknown}",
+            f"Did you mean: {hints}?",
+        )
+
+
+def choose_sample(categories: list[str], size: int, seed: int) -> dict[str, list[str]]:
+    """The same `size` ids per category for a given seed, whatever the pass or machine (in data order)."""
+    if size < 1:
+        raise ContractError("--sample", "a positive number of items per category", str(size))
+    chosen: dict[str, list[str]] = {}
+    for category in categories:
+        ids = category_ids(category)
+        picked = set(random.Random(f"{seed}/{category}").sample(ids, min(size, len(ids))))
+        chosen[category] = [i for i in ids if i in picked]
+    return chosen
+
+
+def check_ids(requested: dict[str, list[str]], where: str) -> None:
+    """Guard 6: every requested id must be a BFCL item of the category it is listed under."""
+    check_categories(list(requested))
+    problems = []
+    for category, ids in requested.items():
+        known = set(category_ids(category))
+        for item in ids:
+            if item not in known:
+                near = difflib.get_close_matches(item, list(known), n=1)
+                problems.append(f"{item!r} in {category}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+        if not ids:
+            problems.append(f"no ids for {category}")
+    if problems:
+        shown = "; ".join(problems[:10]) + (f"; and {len(problems) - 10} more" if len(problems) > 10 else "")
+        raise ContractError(
+            where, "ids that match BFCL items of their category", f"{len(problems)} that do not: {shown}",
+            "bfcl-eval would skip them silently; fix the id list (ids look like live_simple_29-7-2)",
+        )
+
+
+def group_dir(category: str) -> str:
+    """The folder BFCL files a category's results and scores under."""
+    group = BY_NAME[category].group
+    if category.startswith("memory_"):
+        return f"agentic/memory/{category.removeprefix('memory_')}"
+    return group

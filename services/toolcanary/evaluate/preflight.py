@@ -1,0 +1,102 @@
+"""Guard 3: probe the server before a single BFCL item is sent.
+
+Four checks, each a known way for bfcl-eval to report a wrong number without failing: the server must
+list the expected model (a stale server would score another checkpoint), accept a tools request with
+`tool_choice="auto"` (vLLM answers 400 without `--enable-auto-tool-choice`, which BFCL scores as
+abstention), return a forced call as structured `tool_calls`, and never leave raw `<tool_call>` text in
+`content` (the server runs without the hermes tool parser, so every call would score as abstention).
+
+    python -c "from toolcanary.evaluate.preflight import probe; print(probe('http://127.0.0.1:8000/v1', 'm'))"
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import httpx
+
+from toolcanary.contract.errors import ContractError
+
+log = logging.getLogger(__name__)
+PROBE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather for a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+PROBE_MESSAGES = [{"role": "user", "content": "What is the weather in Paris? Call the get_weather tool."}]
+FIX_PARSER = "Start vLLM with --enable-auto-tool-choice --tool-call-parser hermes (toolcanary.serve.command)"
+
+
+@dataclass(frozen=True)
+class ProbeReport:
+    models: list[str]
+    max_model_len: int | None
+    forced_with: str
+
+
+def _fail(base_url: str, expected: str, got: str, fix: str) -> ContractError:
+    return ContractError(f"preflight probe of {base_url}", expected, got, fix)
+
+
+def _chat(client: httpx.Client, base_url: str, body: dict) -> httpx.Response:
+    try:
+        return client.post(f"{base_url}/chat/completions", json=body)
+    except httpx.HTTPError as err:
+        raise _fail(base_url, "an answer to a chat request", f"{type(err).__name__}: {err}",
+                    "Check that the server is up and --base-url ends in /v1") from err
+
+
+def _message(base_url: str, response: httpx.Response, what: str) -> dict:
+    if response.status_code != 200:
+        raise _fail(base_url, f"HTTP 200 for {what}", f"HTTP {response.status_code}: {response.text[:300]}",
+                    FIX_PARSER)
+    try:
+        return response.json()["choices"][0]["message"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise _fail(base_url, f"an OpenAI chat completion for {what}", repr(response.text[:300]), FIX_PARSER) from None
+
+
+def _check_no_raw_calls(base_url: str, message: dict, what: str) -> None:
+    if "<tool_call>" in (message.get("content") or ""):
+        raise _fail(base_url, f"structured tool_calls for {what}", "raw <tool_call> text in content "
+                    "(the server runs without a tool parser; BFCL would score every call as abstention)",
+                    FIX_PARSER)
+
+
+def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: float = 60.0) -> ProbeReport:
+    """Run the four checks; raise ContractError naming the first that fails."""
+    base_url = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"}
+    with httpx.Client(timeout=timeout_s, headers=headers) as client:
+        try:
+            listing = client.get(f"{base_url}/models")
+            listing.raise_for_status()
+            entries = listing.json()["data"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+            raise _fail(base_url, "GET /models listing the served models", f"{type(err).__name__}: {err}",
+                        "Check that the server is up and --base-url ends in /v1") from err
+        models = [str(entry.get("id")) for entry in entries]
+        if served_model not in models:
+            raise _fail(base_url, f"the served model {served_model!r}", f"models {models}",
+                        "Serve the checkpoint under that name (--served-model-name) or pass --model with the listed name")
+        max_len = next((e.get("max_model_len") for e in entries if e.get("id") == served_model), None)
+        body = {"model": served_model, "messages": PROBE_MESSAGES, "tools": [PROBE_TOOL], "temperature": 0}
+        auto = _message(base_url, _chat(client, base_url, {**body, "tool_choice": "auto"}), 'tool_choice="auto"')
+        _check_no_raw_calls(base_url, auto, 'tool_choice="auto"')
+        forced_with, forced = "required", _chat(client, base_url, {**body, "tool_choice": "required"})
+        if forced.status_code != 200:
+            forced_with = "named"
+            named = {"type": "function", "function": {"name": "get_weather"}}
+            forced = _chat(client, base_url, {**body, "tool_choice": named})
+        message = _message(base_url, forced, f"a forced call ({forced_with})")
+        _check_no_raw_calls(base_url, message, "a forced call")
+        calls = message.get("tool_calls") or []
+        if not calls or calls[0].get("function", {}).get("name") != "get_weather":
+            raise _fail(base_url, "a forced get_weather call as structured tool_calls",
+                        f"tool_calls={calls!r}, content={str(message.get('content'))[:200]!r}", FIX_PARSER)
+    log.info("preflight ok: %s serves %s (max_model_len=%s)", base_url, served_model, max_len)
+    return ProbeReport(models=models, max_model_len=max_len, forced_with=forced_with)

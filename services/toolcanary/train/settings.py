@@ -1,0 +1,124 @@
+"""Every default of the trainer in one place, overridable by environment variables and CLI flags.
+
+Precedence: CLI flag > environment variable > the default below. Field `foo_bar` is read from
+`TOOLCANARY_TRAIN_FOO_BAR` and set with `--foo-bar`; the three volume roots are shared with the other
+services and read from `TOOLCANARY_CHECKPOINTS_DIR`, `TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_RUNS_DIR`.
+
+    settings = TrainSettings.from_env(run="demo", steps=2)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from toolcanary.contract.errors import ContractError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+SHARED_DIRS = {"checkpoints_dir": "TOOLCANARY_CHECKPOINTS_DIR", "results_dir": "TOOLCANARY_RESULTS_DIR",
+               "runs_dir": "TOOLCANARY_RUNS_DIR"}
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+@dataclass
+class TrainSettings:
+    """Settings of one CPU training run (the GPU recipe carries its own in recipes/)."""
+
+    run: str = "cpu-demo"
+    steps: int = 2
+    save_every: int = 1
+    simulator_url: str | None = field(default=None, metadata={"help": "none: start a scripted simulator"})
+    checkpoints_dir: Path = REPO_ROOT / "volumes" / "checkpoints"
+    results_dir: Path = REPO_ROOT / "volumes" / "results"
+    runs_dir: Path = REPO_ROOT / "volumes" / "runs"
+    policy: Path | None = field(default=None, metadata={"help": "policy folder; none: build the tiny one"})
+    seed: int = 0
+    # GRPO: tasks x n episodes per step, one on-policy update, verl's clipped loss plus low-variance KL.
+    tasks_per_step: int = 4
+    rollouts_per_task: int = 4
+    lr: float = 2e-3
+    clip_ratio: float = 0.2
+    kl_coef: float = 0.001
+    kl_type: str = "low_var_kl"
+    loss_agg_mode: str = "token-mean"
+    temperature: float = 1.0
+    top_p: float = 1.0
+    # Token budgets: the whole trajectory (response_length) and one policy turn.
+    prompt_length: int = 3072
+    response_length: int = 512
+    max_turn_tokens: int = 48
+    enable_thinking: bool = False
+    max_parallel_calls: int = 3
+    max_tool_response_chars: int = 512
+    # Curriculum (TRUSTEE's values).
+    level_initial: int = 1
+    epsilon: float = 0.5
+    no_call_fraction: float = 0.0
+    # Supervised warm start on the scripted simulator's gold trajectories.
+    warm_start: bool = True
+    warm_start_tasks: int = 24
+    warm_start_steps: int = 120
+    warm_start_lr: float = 3e-3
+    # Simulator HTTP: per-role timeouts (seconds), transport retries, requests in flight.
+    task_timeout_s: float = 300.0
+    tool_timeout_s: float = 150.0
+    user_timeout_s: float = 150.0
+    verify_timeout_s: float = 300.0
+    http_retries: int = 2
+    max_in_flight: int = 64
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> TrainSettings:
+        """Defaults, then environment variables, then `overrides` (CLI flags that were given)."""
+        environ = dict(os.environ if environ is None else environ)
+        values = {}
+        for f in fields(cls):
+            name = SHARED_DIRS.get(f.name, f"TOOLCANARY_TRAIN_{f.name.upper()}")
+            if name in environ:
+                values[f.name] = _coerce(f.name, f.type, environ[name], name)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        settings = cls(**values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        if not RUN_NAME.match(self.run):
+            raise ContractError("--run", "a run id of letters, digits, '.', '_' or '-'", repr(self.run))
+        for name in ("steps", "save_every", "tasks_per_step", "rollouts_per_task", "max_turn_tokens"):
+            if getattr(self, name) < 1:
+                raise ContractError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
+        if self.rollouts_per_task < 2:
+            raise ContractError("--rollouts-per-task", "at least 2 (GRPO needs a group)", repr(self.rollouts_per_task))
+        for name in ("checkpoints_dir", "results_dir", "runs_dir"):
+            setattr(self, name, Path(getattr(self, name)))
+        if self.policy is not None:
+            self.policy = Path(self.policy)
+
+    def run_checkpoints(self) -> Path:
+        return self.checkpoints_dir / self.run
+
+    def run_results(self) -> Path:
+        return self.results_dir / self.run
+
+    def run_state(self) -> Path:
+        return self.runs_dir / self.run / "trainer"
+
+
+def _coerce(name: str, kind: object, raw: str, variable: str):
+    text = str(kind)
+    try:
+        if "bool" in text:
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("1", "true", "yes")
+        if "int" in text:
+            return int(raw)
+        if "float" in text:
+            return float(raw)
+    except ValueError:
+        raise ContractError(variable, f"a value of type {text}", repr(raw), f"Fix or unset {variable}") from None
+    if "Path" in text:
+        return Path(raw)
+    return raw or None

@@ -1,0 +1,120 @@
+"""Async HTTP client for the simulator's four roles; a failure comes back as an aborted response.
+
+Every call has its own timeout (per role), transport failures and 5xx answers are retried a few times,
+and whatever still fails is returned as the role's response with `outcome="aborted"` and a cause, so
+the episode can be marked aborted and counted instead of crashing the step.
+
+    async with SimulatorClient("http://127.0.0.1:8100") as sim:
+        task = await sim.task(TaskRequest(task_key="s1-g0", difficulty=...))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from toolcanary.contract.simulator_api import (
+    Health,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    ToolResponse,
+    UserRequest,
+    UserResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+
+logger = logging.getLogger(__name__)
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class RoleTimeouts:
+    task: float = 300.0
+    tool: float = 150.0
+    user: float = 150.0
+    verify: float = 300.0
+
+
+class SimulatorClient:
+    """One connection pool to one simulator; safe to share between the episodes of an event loop."""
+
+    def __init__(self, base_url: str, timeouts: RoleTimeouts | None = None, retries: int = 2,
+                 max_in_flight: int = 64, backoff_s: float = 0.2) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeouts = timeouts or RoleTimeouts()
+        self.retries = retries
+        self.backoff_s = backoff_s
+        self._limit = asyncio.Semaphore(max_in_flight)
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url, limits=httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight),
+        )
+        self.calls = 0
+        self.retried = 0
+
+    async def __aenter__(self) -> SimulatorClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def health(self, timeout: float = 5.0) -> Health:
+        answer = await self._http.get("/health", timeout=timeout)
+        answer.raise_for_status()
+        return Health.model_validate(answer.json())
+
+    async def task(self, request: TaskRequest) -> TaskResponse:
+        return await self._post("/v1/task", request, TaskResponse, self.timeouts.task)
+
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        return await self._post("/v1/tool", request, ToolResponse, self.timeouts.tool)
+
+    async def user(self, request: UserRequest) -> UserResponse:
+        return await self._post("/v1/user", request, UserResponse, self.timeouts.user)
+
+    async def verify(self, request: VerifyRequest) -> VerifyResponse:
+        return await self._post("/v1/verify", request, VerifyResponse, self.timeouts.verify)
+
+    async def _post(self, path: str, request: BaseModel, kind: type[R], timeout: float) -> R:
+        body = request.model_dump(mode="json", exclude_none=True)
+        started = time.monotonic()
+        cause, detail = "upstream", ""
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.retried += 1
+                await asyncio.sleep(self.backoff_s * attempt)
+            try:
+                async with self._limit:
+                    self.calls += 1
+                    answer = await self._http.post(path, json=body, timeout=timeout)
+            except httpx.TimeoutException as err:
+                cause, detail = "timeout", f"{path}: no answer within {timeout:g} s ({type(err).__name__})"
+                continue
+            except httpx.TransportError as err:
+                cause, detail = "upstream", f"{path}: {type(err).__name__}: {err}"
+                continue
+            if answer.status_code >= 500:
+                cause, detail = "upstream", f"{path}: HTTP {answer.status_code}: {answer.text[:300]}"
+                continue
+            if answer.status_code >= 400:
+                # The request itself is wrong; repeating it cannot help.
+                cause, detail = "validation", f"{path}: HTTP {answer.status_code}: {answer.text[:300]}"
+                break
+            try:
+                return kind.model_validate(answer.json())
+            except (ValueError, ValidationError) as err:
+                cause, detail = "parse", f"{path}: an answer that is not a {kind.__name__}: {str(err)[:300]}"
+                break
+        logger.warning("simulator call aborted: %s", detail)
+        return kind(outcome="aborted", abort_cause=cause, abort_detail=detail,
+                    latency_s=time.monotonic() - started)

@@ -1,0 +1,86 @@
+"""The two CSV schemas: strict reading with errors that name the file, the line and what was expected.
+
+Run: .venvs/dev/bin/python -m pytest tests/contract/test_csv_schemas.py -q
+"""
+
+import pytest
+
+from toolcanary.contract import (
+    BFCL_COLUMNS,
+    TRAIN_METRICS_COLUMNS,
+    BfclRow,
+    ContractError,
+    append_bfcl_rows,
+    read_bfcl_by_category,
+    read_train_metrics,
+)
+
+
+def write(path, header, rows):
+    path.write_text("\n".join([",".join(header)] + [",".join(map(str, r)) for r in rows]) + "\n")
+    return path
+
+
+def test_appended_rows_read_back_identically(tmp_path):
+    path = tmp_path / "bfcl_by_category.csv"
+    first = [BfclRow(0, 1, "irrelevance", 200, 240), BfclRow(0, 1, "simple_python", 300, 400)]
+    second = [BfclRow(10, 1, "irrelevance", 190, 240), BfclRow(10, 1, "simple_python", 310, 400)]
+    append_bfcl_rows(path, first)
+    append_bfcl_rows(path, second)
+    assert path.read_text().splitlines()[0] == ",".join(BFCL_COLUMNS)
+    assert read_bfcl_by_category(path) == first + second
+
+
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ((0, 1, "irrelevance", 241, 240), "correct <= total"),
+        ((0, 1, "irrelevance", -1, 240), "non-negative integer"),
+        ((0, 1, "irrelevance", 1.5, 240), "non-negative integer"),
+        ((0, 1, "not_a_category", 1, 2), "BFCL V4 category"),
+        ((0, 0, "irrelevance", 1, 2), "1-based"),
+        (("x", 1, "irrelevance", 1, 2), "column 'step'"),
+    ],
+)
+def test_bad_rows_are_refused_with_file_and_line(tmp_path, row, message):
+    path = write(tmp_path / "b.csv", BFCL_COLUMNS, [(0, 1, "simple_python", 1, 2), row])
+    with pytest.raises(ContractError, match=message) as err:
+        read_bfcl_by_category(path)
+    assert f"{path}: line 3" in str(err.value)
+
+
+def test_a_missing_column_names_the_header(tmp_path):
+    path = write(tmp_path / "b.csv", ("step", "pass", "category", "correct"), [(0, 1, "irrelevance", 1)])
+    with pytest.raises(ContractError, match="missing \\['total'\\]"):
+        read_bfcl_by_category(path)
+
+
+def test_a_pass_without_every_category_is_refused(tmp_path):
+    rows = [(0, 1, "irrelevance", 1, 2), (0, 1, "simple_python", 1, 2), (10, 1, "irrelevance", 1, 2)]
+    with pytest.raises(ContractError, match="step 10, pass 1.*simple_python"):
+        read_bfcl_by_category(write(tmp_path / "b.csv", BFCL_COLUMNS, rows))
+
+
+def test_duplicate_rows_are_refused(tmp_path):
+    rows = [(0, 1, "irrelevance", 1, 2), (0, 1, "irrelevance", 1, 2)]
+    with pytest.raises(ContractError, match="repeat of line 2"):
+        read_bfcl_by_category(write(tmp_path / "b.csv", BFCL_COLUMNS, rows))
+
+
+def test_extra_columns_are_allowed(tmp_path):
+    path = write(tmp_path / "b.csv", BFCL_COLUMNS + ("note",), [(0, 1, "irrelevance", 1, 2, "x")])
+    assert read_bfcl_by_category(path) == [BfclRow(0, 1, "irrelevance", 1, 2)]
+
+
+def test_train_metrics_require_every_column_and_numbers(tmp_path):
+    good = [
+        tuple([1] + [0.5] * (len(TRAIN_METRICS_COLUMNS) - 1)),
+        tuple([2] + ["nan"] * (len(TRAIN_METRICS_COLUMNS) - 1)),
+    ]
+    rows = read_train_metrics(write(tmp_path / "t.csv", TRAIN_METRICS_COLUMNS, good))
+    assert [r["step"] for r in rows] == [1.0, 2.0] and rows[0]["kl"] == 0.5
+    bad = [tuple([1] + ["high"] + [0.5] * (len(TRAIN_METRICS_COLUMNS) - 2))]
+    with pytest.raises(ContractError, match="line 2, column 'reward_mean'"):
+        read_train_metrics(write(tmp_path / "t2.csv", TRAIN_METRICS_COLUMNS, bad))
+    with pytest.raises(ContractError, match="missing"):
+        read_train_metrics(write(tmp_path / "t3.csv", TRAIN_METRICS_COLUMNS[:-1], [good[0][:-1]]))

