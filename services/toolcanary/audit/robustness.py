@@ -1,0 +1,169 @@
+"""The five aggregates recomputed without the flagged items, from the eval's per-item outcomes.
+
+For every pass folder `<results>/<run>/passes/step_NNNN_pass_P/outcomes.jsonl`: (correct, total) per
+category over all items, and again over the unflagged items only, both through the contract's
+`aggregate_value`. Items are counted as the eval client counts them: "correct" is right, any other outcome
+wrong, and "overlong" leaves the total when that pass's request.json says `overlong_counted_wrong: false`.
+The full counts are checked against `bfcl_by_category.csv` so a reader knows both tables describe the same
+passes. A pass whose outcomes cannot be read is listed with the reason and left out; the audit goes on.
+
+    python -c "from toolcanary.audit.robustness import recompute; help(recompute)"
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolcanary.contract.bfcl import AGGREGATE_NAMES, BY_NAME, aggregate_value
+from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, read_bfcl_by_category
+from toolcanary.contract.errors import ContractError
+
+log = logging.getLogger(__name__)
+PASS_FOLDER = re.compile(r"^step_(\d+)_pass_(\d+)$")
+CORRECT, OVERLONG = "correct", "overlong"
+
+Counts = dict[str, tuple[int, int]]
+
+
+@dataclass(frozen=True)
+class PassAggregates:
+    step: int
+    pass_index: int
+    full: dict[str, float | None]
+    unflagged: dict[str, float | None]
+    """None where an aggregate cannot be computed (a category it needs has no item left)."""
+    items: int
+    items_unflagged: int
+
+
+@dataclass
+class Robustness:
+    passes: list[PassAggregates] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """Passes left out, and full counts that differ from bfcl_by_category.csv."""
+
+    def step_means(self, which: str) -> dict[int, dict[str, float | None]]:
+        """Per step, each aggregate's mean over that step's passes (as the analysis averages repeats)."""
+        steps: dict[int, list[PassAggregates]] = {}
+        for row in self.passes:
+            steps.setdefault(row.step, []).append(row)
+        means: dict[int, dict[str, float | None]] = {}
+        for step, rows in sorted(steps.items()):
+            means[step] = {}
+            for name in AGGREGATE_NAMES:
+                values = [getattr(r, which)[name] for r in rows]
+                means[step][name] = None if None in values else sum(values) / len(values)  # type: ignore[arg-type]
+        return means
+
+    def deltas(self, which: str) -> dict[str, float | None]:
+        """Last step minus first step, per aggregate (None with fewer than two steps)."""
+        means = self.step_means(which)
+        if len(means) < 2:
+            return dict.fromkeys(AGGREGATE_NAMES)
+        first, last = means[min(means)], means[max(means)]
+        return {
+            n: None if first[n] is None or last[n] is None else last[n] - first[n] for n in AGGREGATE_NAMES
+        }
+
+
+def aggregates(counts: Mapping[str, tuple[int, int]]) -> dict[str, float | None]:
+    values: dict[str, float | None] = {}
+    for name in AGGREGATE_NAMES:
+        try:
+            values[name] = aggregate_value(name, counts)
+        except ContractError:
+            values[name] = None
+    return values
+
+
+def count_pass(folder: Path, flagged: set[tuple[str, str]]) -> tuple[Counts, Counts]:
+    """(full, unflagged) counts of one pass folder. Raises ContractError naming the bad file and line."""
+    counted_wrong = True
+    request = folder / "request.json"
+    if request.is_file():
+        try:
+            counted_wrong = bool(json.loads(request.read_text()).get("overlong_counted_wrong", True))
+        except (json.JSONDecodeError, AttributeError) as err:
+            raise ContractError(str(request), "the pass's request JSON object", repr(err)[:160]) from err
+    full: dict[str, list[int]] = {}
+    kept: dict[str, list[int]] = {}
+    path = folder / "outcomes.jsonl"
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            category, item, outcome = str(record["category"]), str(record["id"]), str(record["outcome"])
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ContractError(
+                f"{path}: line {number}",
+                '{"category", "id", "outcome"}',
+                repr(err)[:160],
+                "Re-run that pass's evaluation",
+            ) from err
+        if category not in BY_NAME:
+            raise ContractError(f"{path}: line {number}", "a BFCL V4 category", repr(category))
+        # A category whose items are all flagged stays in `kept` with total 0: its aggregates become n/a.
+        kept.setdefault(category, [0, 0])
+        if outcome == OVERLONG and not counted_wrong:
+            full.setdefault(category, [0, 0])
+            continue
+        for tally in (full,) if (category, item) in flagged else (full, kept):
+            counts = tally.setdefault(category, [0, 0])
+            counts[0] += outcome == CORRECT
+            counts[1] += 1
+    return {c: (a, b) for c, (a, b) in full.items()}, {c: (a, b) for c, (a, b) in kept.items()}
+
+
+def _csv_counts(run_dir: Path, problems: list[str]) -> dict[tuple[int, int], Counts] | None:
+    path = run_dir / BFCL_BY_CATEGORY
+    if not path.is_file():
+        return None
+    try:
+        rows = read_bfcl_by_category(path)
+    except ContractError as err:
+        problems.append(f"{path} not compared: {err}")
+        return None
+    table: dict[tuple[int, int], Counts] = {}
+    for row in rows:
+        table.setdefault((row.step, row.pass_index), {})[row.category] = (row.correct, row.total)
+    return table
+
+
+def recompute(run_dir: Path, flagged: set[tuple[str, str]]) -> Robustness:
+    """Aggregates per (step, pass) with and without the flagged (category, id) items."""
+    result = Robustness()
+    csv_counts = _csv_counts(run_dir, result.problems)
+    folders = sorted(
+        (int(m[1]), int(m[2]), p)
+        for p in (run_dir / "passes").glob("step_*_pass_*")
+        if (m := PASS_FOLDER.match(p.name)) and (p / "outcomes.jsonl").is_file()
+    )
+    for step, pass_index, folder in folders:
+        try:
+            full, kept = count_pass(folder, flagged)
+        except (ContractError, OSError) as err:
+            log.warning("pass left out: %s", err)
+            result.problems.append(f"step {step} pass {pass_index} left out: {err}")
+            continue
+        if csv_counts is not None and csv_counts.get((step, pass_index)) != full:
+            result.problems.append(
+                f"step {step} pass {pass_index}: outcomes.jsonl counts differ from "
+                f"{BFCL_BY_CATEGORY} ({csv_counts.get((step, pass_index))} there)"
+            )
+        result.passes.append(
+            PassAggregates(
+                step,
+                pass_index,
+                aggregates(full),
+                aggregates(kept),
+                sum(t for _, t in full.values()),
+                sum(t for _, t in kept.values()),
+            )
+        )
+    return result

@@ -1,0 +1,145 @@
+"""What training showed the policy: the tool library and the generated tasks a run persisted.
+
+Tasks come from `<runs>/<run>/simulator/step_*.jsonl` (one `RoleRecord` per line; task-author lines hold the
+`SimulatedTask` in `response["task"]`). A line that is not JSON, not a record, or holds no valid task is
+skipped and counted per reason: a damaged log must not hide the rest of the run. A tool a generated task
+offers that is not in the library (an LLM author may invent or edit one) joins the training tools too,
+because the policy saw it.
+
+    python -c "from pathlib import Path; from toolcanary.audit.training_inputs import read_tasks as r; print(r(Path('volumes/runs/demo')).files)"
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from tqdm import tqdm
+
+from toolcanary.contract.simulator_api import ROLES, RoleRecord
+from toolcanary.contract.tasks import SimulatedTask, load_tool_library
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainingTool:
+    key: str
+    """Where the tool came from: `category/toolset/name` in the library, `task:<task_id>/name` otherwise."""
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GeneratedTask:
+    task_id: str
+    query: str
+    """first_user_query and user_intent, the text the policy and the user simulator were given."""
+
+
+@dataclass
+class TaskReading:
+    """The tasks of a run and what could not be read, so audit.md can say how much it saw."""
+
+    folder: Path
+    files: int = 0
+    tasks: list[GeneratedTask] = field(default_factory=list)
+    task_tools: list[TrainingTool] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)
+    other_roles: int = 0
+    duplicates: int = 0
+
+
+def library_tools(path: Path) -> list[TrainingTool]:
+    """Every tool of a library file in TRUSTEE's format (ContractError when the file is not one)."""
+    library = load_tool_library(path)
+    return [
+        TrainingTool(
+            f"{t.category}/{t.toolset_name}/{t.schema_.name}",
+            t.schema_.name,
+            t.schema_.function.description,
+            t.schema_.function.parameters,
+        )
+        for t in library.all_tools()
+    ]
+
+
+def _task_of(line: str) -> SimulatedTask | str | None:
+    """The task on a record line, a skip reason, or None for a record of another role."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError:
+        return "not JSON"
+    if isinstance(raw, dict) and raw.get("role") in ROLES and raw["role"] != "task":
+        # Tool, user and verifier lines are most of the log and carry whole histories; no need to parse them.
+        return None
+    try:
+        record = RoleRecord.model_validate(raw)
+    except ValidationError:
+        return "not a RoleRecord"
+    if record.role != "task":
+        return None
+    if record.outcome != "ok":
+        return "aborted task call"
+    try:
+        return SimulatedTask.model_validate(record.response.get("task"))
+    except ValidationError:
+        return "no valid SimulatedTask in response.task"
+
+
+def read_tasks(
+    run_folder: Path, known_tools: set[tuple[str, str]] | None = None, progress: bool = False
+) -> TaskReading:
+    """Read the generated tasks of one run folder (`<runs>/<run>`); a missing folder gives no tasks."""
+    reading = TaskReading(run_folder / "simulator")
+    known = set(known_tools or ())
+    seen: set[str] = set()
+    files = sorted(reading.folder.glob("step_*.jsonl"))
+    for path in tqdm(
+        files, desc="task records", unit="file", disable=not progress or len(files) < 2, leave=False
+    ):
+        reading.files += 1
+        try:
+            lines = path.read_text(errors="replace").splitlines()
+        except OSError as err:
+            log.warning("cannot read %s: %s", path, err)
+            reading.skipped["unreadable file"] += 1
+            continue
+        for line in lines:
+            if not line.strip():
+                continue
+            task = _task_of(line)
+            if task is None:
+                reading.other_roles += 1
+            elif isinstance(task, str):
+                reading.skipped[task] += 1
+            elif task.task_id in seen:
+                reading.duplicates += 1
+            else:
+                seen.add(task.task_id)
+                reading.tasks.append(
+                    GeneratedTask(task.task_id, f"{task.first_user_query}\n{task.user_intent}")
+                )
+                for tool in task.tools:
+                    signature = (tool.name, tool.function.description)
+                    if signature not in known:
+                        known.add(signature)
+                        reading.task_tools.append(
+                            TrainingTool(
+                                f"task:{task.task_id}/{tool.name}",
+                                tool.name,
+                                tool.function.description,
+                                tool.function.parameters,
+                            )
+                        )
+    if reading.skipped:
+        log.warning(
+            "%s: skipped %d lines (%s)", reading.folder, sum(reading.skipped.values()), dict(reading.skipped)
+        )
+    return reading
