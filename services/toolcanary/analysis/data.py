@@ -6,9 +6,11 @@ needs: at least two distinct steps, every category the five aggregates use, and 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from toolcanary.contract.csv_schemas import (
 )
 from toolcanary.contract.errors import ContractError
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class StepSeries:
@@ -32,7 +36,7 @@ class StepSeries:
     passes: tuple[np.ndarray, ...]
     """Per step, the value of every pass in pass order."""
 
-    @property
+    @cached_property
     def values(self) -> np.ndarray:
         return np.array([p.mean() for p in self.passes])
 
@@ -44,7 +48,8 @@ class StepSeries:
     def last(self) -> float:
         return float(self.passes[-1].mean())
 
-    def repeat_sds(self) -> dict[int, float]:
+    @cached_property
+    def sds(self) -> dict[int, float]:
         """Sample standard deviation (ddof = 1) at every step with two or more passes."""
         return {int(s): sample_sd(p) for s, p in zip(self.steps, self.passes, strict=True) if len(p) >= 2}
 
@@ -101,6 +106,7 @@ def load_bfcl(path: Path) -> BfclRun:
             )
     steps = np.array(sorted(grouped), dtype=float)
     counts = tuple(tuple(grouped[int(s)][p] for p in sorted(grouped[int(s)])) for s in steps)
+    log.info("read %d rows from %s: %d steps, %d passes", len(rows), path, len(steps), sum(map(len, counts)))
     return BfclRun(path=path, steps=steps, counts=counts)
 
 
@@ -129,6 +135,7 @@ def load_training(path: Path) -> TrainRun:
                 f"{len(run.series(column)[0])} of {len(rows)} rows with a value",
                 "Point --train-metrics at the trainer's full train_metrics.csv",
             )
+    log.info("read %d training steps from %s", len(rows), path)
     return run
 
 

@@ -40,7 +40,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
     if len(std_steps) == len(steps):
         axes[0].fill_between(steps, reward - std, reward + std, color="C0", alpha=0.15, lw=0, label="+/- 1 s.d.")
     axes[0].set_ylabel("reward")
-    axes[0].legend(loc="lower right", frameon=False)
+    axes[0].legend(loc="best", frameon=False)
 
     steps, levels = train.series("curriculum_level")
     curriculum = found["curriculum"]
@@ -53,7 +53,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
                          textcoords="offset points", fontsize=7.5, color="0.3")
     axes[1].set_ylim(0, settings.curriculum_ceiling * 1.08)
     axes[1].set_ylabel("curriculum level")
-    axes[1].legend(loc="lower right", frameon=False)
+    axes[1].legend(loc="best", frameon=False)
 
     steps, share = train.series("tool_call_share")
     axes[2].plot(steps, share, color="C3", lw=1.2, label="tool-calling share of assistant turns")

@@ -23,7 +23,7 @@ KIND_COLOURS = {"ast": "C0", "irrelevance": "C3", "relevance": "C1", "multi_turn
 
 
 def _spread(ax: plt.Axes, series: StepSeries, colour: str, dense: bool) -> None:
-    sds = series.repeat_sds()
+    sds = series.sds
     repeated = np.array([s in sds for s in series.steps.astype(int)])
     values = series.values
     ax.plot(series.steps, values, color=colour, lw=1.0, marker=None if dense else "o", ms=3)
@@ -44,7 +44,8 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
         if sds:
             floor = 2 * math.sqrt(float(np.mean(np.square(sds))))
             ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
-        ax.set_title(f"{row.name}: {row.delta_pp:+.2f} pp, t = {row.trend.t:+.2f} (HAC {row.trend.t_hac:+.2f})")
+        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, t = {row.trend.t:+.2f} "
+                     f"(HAC {row.trend.t_hac:+.2f})")
         ax.set_ylabel("accuracy (%)")
     legend_ax = axes.flat[-1]
     legend_ax.axis("off")
@@ -71,7 +72,7 @@ def f3_categories(run: BfclRun) -> plt.Figure:
     for name in names:
         series = run.series(partial(accuracy, name=name))
         deltas.append(series.last - series.first)
-        sds = series.repeat_sds()
+        sds = series.sds
         both = first in sds and last in sds
         errors.append(math.sqrt(sds[first] ** 2 / len(series.passes[0]) + sds[last] ** 2 / len(series.passes[-1]))
                       if both else 0.0)
@@ -85,14 +86,15 @@ def f3_categories(run: BfclRun) -> plt.Figure:
     span = max(max(abs(d) + e for d, e in zip(deltas, errors, strict=True)), 0.5)
     ax.set_xlim(-span * 1.35, span * 1.35)
     for yi, d, e in zip(y, deltas, errors, strict=True):
-        ax.annotate(f"{d:+.2f}", (d + math.copysign(e, d) if d else 0, yi), xytext=(4 if d >= 0 else -4, 0),
+        ax.annotate(f"{d:+.2f}", (d + e if d >= 0 else d - e, yi), xytext=(4 if d >= 0 else -4, 0),
                     textcoords="offset points", ha="left" if d >= 0 else "right", va="center", fontsize=7)
     ax.set_xlabel(f"change in accuracy, step {first} -> step {last} (pp)")
     kinds = sorted({BY_NAME[n].kind for n in names})
+    # above the axes, so that no bar length can ever run under it
     ax.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=KIND_COLOURS[k], label=k.replace("_", "-")) for k in kinds],
-              loc="lower right", frameon=False)
+              loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(kinds), frameon=False)
     ax.grid(axis="y", visible=False)
-    ax.set_title("Per-category change (error bars: s.e. of the difference of the two step means)")
+    fig.suptitle("Per-category change (error bars: s.e. of the difference of the two step means)", fontsize=9)
     return fig
 
 
@@ -110,5 +112,7 @@ def f4_abstention_vs_tool_call(run: BfclRun) -> plt.Figure:
         ax.set_title(titles[key])
         ax.set_xlabel("training step")
     axes[0].set_ylabel(f"change since step {int(run.steps[0])} (pp)")
-    axes[0].legend(loc="lower left", frameon=False)
+    # one legend above the panels: inside an axes it would cover data whichever corner it took
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside upper center", ncol=2, frameon=False)
     return fig

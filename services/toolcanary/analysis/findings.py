@@ -65,7 +65,7 @@ def endpoint(row: ChangeRow) -> dict[str, Any]:
 def bfcl_findings(run: BfclRun, rows: list[ChangeRow], settings: AnalysisSettings) -> dict[str, Any]:
     return {
         "file": str(run.path),
-        "steps": [float(run.steps[0]), float(run.steps[-1])], "checkpoints": len(run.steps),
+        "steps": [int(run.steps[0]), int(run.steps[-1])], "checkpoints": len(run.steps),
         "hac": {"kernel": "bartlett", "maxlags": settings.lags_for(len(run.steps)),
                 "small_sample_correction": settings.hac_small_sample},
         "declines": {name: split(run, a, b, settings) for name, (a, b) in SPLITS.items()},

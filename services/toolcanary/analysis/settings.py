@@ -1,8 +1,10 @@
 """Defaults of the analysis service in one place, and where the results of a run are found.
 
-Every default the CLI shows comes from `AnalysisSettings`; environment variables only wire paths:
+Every default the CLI shows comes from `AnalysisSettings`; environment variables only wire paths, and the
+names are the stack's shared ones (compose sets both):
 
     TOOLCANARY_RESULTS_DIR   folder holding one sub-folder per run (default: volumes/results/ of the checkout)
+    TOOLCANARY_RUN           the run to analyse (default: the newest run folder under the results folder)
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
 from toolcanary.contract.errors import ContractError
 
 RESULTS_DIR_ENV = "TOOLCANARY_RESULTS_DIR"
+RUN_ENV = "TOOLCANARY_RUN"
 FIGURES = ("f1", "f2", "f3", "f4")
 FORMATS = ("md", "csv", "latex")
 
@@ -43,7 +46,9 @@ class AnalysisSettings:
     """What the analysis computes and draws; the CLI flags override these fields."""
 
     results_dir: Path = field(default_factory=default_results_dir)
-    """Where `--data` is looked for when not given: the newest run folder under it."""
+    """Where `--data` is looked for when not given: the `run` folder under it, else the newest run folder."""
+    run: str | None = field(default_factory=lambda: os.environ.get(RUN_ENV) or None)
+    """The run id whose folder under `results_dir` is analysed when `--data` is not given."""
     slope_steps: int = 10
     """Slopes are reported in percentage points per this many training steps."""
     hac_maxlags: int | None = None
@@ -61,6 +66,18 @@ class AnalysisSettings:
 
     def lags_for(self, n: int) -> int:
         return self.hac_maxlags if self.hac_maxlags is not None else newey_west_lags(n)
+
+    def data_dir(self) -> Path:
+        """The run folder to analyse when `--data` is not given."""
+        if self.run is None:
+            return newest_run(self.results_dir)
+        folder = self.results_dir / self.run
+        if not (folder / BFCL_BY_CATEGORY).is_file():
+            raise ContractError(
+                str(folder), f"a run folder holding {BFCL_BY_CATEGORY}", "no such file",
+                f"Check the run id (--run or {RUN_ENV}), or pass --data DIR",
+            )
+        return folder
 
 
 def newest_run(results_dir: Path) -> Path:

@@ -25,7 +25,7 @@ class Trend:
     """Change in y per one step."""
     intercept: float
     t: float
-    """Classical OLS t of the slope (nan with fewer than three points)."""
+    """Classical OLS t of the slope (nan with fewer than three points or a constant series)."""
     t_hac: float
     """Newey-West t of the slope (nan with fewer than three points)."""
     residuals: np.ndarray
@@ -61,7 +61,7 @@ def ols_trend(x: np.ndarray, y: np.ndarray, *, lags: int, small_sample: bool = T
     slope = float(dx @ (y - y.mean())) / sxx
     intercept = float(y.mean() - slope * x.mean())
     residuals = y - (intercept + slope * x)
-    if n < 3:
+    if n < 3 or np.all(y == y[0]):  # no residual variance: a t would be 0/0, rounding noise at best
         return Trend(slope, intercept, math.nan, math.nan, residuals)
     sigma2 = float(residuals @ residuals) / (n - 2)
     se = math.sqrt(sigma2 / sxx)

@@ -51,7 +51,7 @@ class ChangeRow:
 
     @property
     def sds(self) -> dict[int, float]:
-        return self.series.repeat_sds()
+        return self.series.sds
 
 
 def change_row(name: str, series: StepSeries, settings: AnalysisSettings) -> ChangeRow:
@@ -80,8 +80,9 @@ def render_csv(rows: list[ChangeRow]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(csv_columns(rows))
+    steps = sd_steps(rows)
     for row in rows:
-        sds = [row.sds.get(s, float("nan")) for s in sd_steps(rows)]
+        sds = [row.sds.get(s, float("nan")) for s in steps]
         writer.writerow([row.name, *(repr(float(v)) for v in [*_cells(row), *sds])])
     return buffer.getvalue()
 
@@ -105,7 +106,8 @@ def _headers(rows: list[ChangeRow]) -> list[str]:
 def render_markdown(rows: list[ChangeRow]) -> str:
     headers = _headers(rows)
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
-    lines += ["| " + " | ".join([row.name, *_display(row, sd_steps(rows))]) + " |" for row in rows]
+    steps = sd_steps(rows)
+    lines += ["| " + " | ".join([row.name, *_display(row, steps)]) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -114,11 +116,11 @@ def render_latex(rows: list[ChangeRow]) -> str:
     def tex(cell: str) -> str:
         return cell.replace("%", r"\%").replace("-", "$-$").replace("+", "$+$")
 
-    headers = _headers(rows)
+    headers, steps = _headers(rows), sd_steps(rows)
     lines = [
         r"\begin{tabular}{l" + "r" * (len(headers) - 1) + "}", r"\toprule",
         " & ".join(headers) + r" \\", r"\midrule",
-        *(" & ".join([row.name, *map(tex, _display(row, sd_steps(rows)))]) + r" \\" for row in rows),
+        *(" & ".join([row.name, *map(tex, _display(row, steps))]) + r" \\" for row in rows),
         r"\bottomrule", r"\end{tabular}",
     ]
     return "\n".join(lines) + "\n"

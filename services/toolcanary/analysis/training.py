@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from toolcanary.analysis.data import TrainRun, finite_or_none
+from toolcanary.analysis.data import TrainRun, finite_or_none, fmt
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.stats import LevelShift, Trend, level_shift, ols_trend
 
@@ -32,7 +32,7 @@ def shift_json(shift: LevelShift | None, settings: AnalysisSettings) -> dict[str
     if shift is None:
         return None
     return {
-        "last_step_before": shift.last_before, "first_step_after": shift.first_after,
+        "last_step_before": int(shift.last_before), "first_step_after": int(shift.first_after),
         "level_before": shift.level_before, "level_after": shift.level_after, "shift": shift.shift,
         "before": trend_json(shift.before, settings), "after": trend_json(shift.after, settings),
         "rss_shift": shift.rss_shift, "rss_line": shift.rss_line,
@@ -53,8 +53,8 @@ def curriculum_ceiling(steps: np.ndarray, levels: np.ndarray, ceiling: float) ->
     while end + 1 < len(at) and at[end + 1]:
         end += 1
     return {
-        **result, "first_step": float(steps[first]), "held_until": float(steps[end]),
-        "held_steps": float(steps[end] - steps[first]), "holds_to_end": end == len(at) - 1,
+        **result, "first_step": int(steps[first]), "held_until": int(steps[end]),
+        "held_steps": int(steps[end] - steps[first]), "holds_to_end": end == len(at) - 1,
     }
 
 
@@ -66,7 +66,7 @@ def training_findings(run: TrainRun, settings: AnalysisSettings) -> dict[str, An
                         small_sample=settings.hac_small_sample)
     return {
         "file": str(run.path),
-        "steps": [float(run.steps[0]), float(run.steps[-1])],
+        "steps": [int(run.steps[0]), int(run.steps[-1])],
         "tool_call_share": {
             "first": float(share[0]), "last": float(share[-1]),
             "trend": trend_json(_trend(share_steps, share, settings), settings),
@@ -87,7 +87,7 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
     lines = [
         f"Training: the share of assistant turns that call a tool goes from {share['first']:.3f} to "
         f"{share['last']:.3f} (whole-run slope {share['trend'][key]:+.4f} per {settings.slope_steps} steps, "
-        f"t = {share['trend']['t']:+.2f}, HAC t = {share['trend']['t_hac']:+.2f})."
+        f"t = {fmt(share['trend']['t'], '+.2f')}, HAC t = {fmt(share['trend']['t_hac'], '+.2f')})."
     ]
     shift = share["level_shift"]
     if shift is not None:
@@ -105,5 +105,5 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
         lines.append(f"  The curriculum reaches its ceiling of {curriculum['ceiling']:g} at step "
                      f"{curriculum['first_step']:g} and holds it for {curriculum['held_steps']:g} steps, {tail}.")
     lines.append(f"  Mean reward goes from {reward['first']:+.3f} to {reward['last']:+.3f} "
-                 f"(slope {reward['trend'][key]:+.4f} per {settings.slope_steps} steps, t = {reward['trend']['t']:+.2f}).")
+                 f"(slope {reward['trend'][key]:+.4f} per {settings.slope_steps} steps, t = {fmt(reward['trend']['t'], '+.2f')}).")
     return lines

@@ -9,6 +9,7 @@ Extra columns are allowed. Readers stop at the first bad row with the file, the 
 from __future__ import annotations
 
 import csv
+import difflib
 import math
 import os
 from dataclasses import dataclass
@@ -88,7 +89,11 @@ def read_bfcl_by_category(path: str | Path) -> list[BfclRow]:
             where = f"{path}: line {line}"
             category = (record.get("category") or "").strip()
             if category not in BY_NAME:
-                raise ContractError(f"{where}, column 'category'", "a BFCL V4 category name", repr(category))
+                near = difflib.get_close_matches(category, list(BY_NAME), n=1)
+                raise ContractError(
+                    f"{where}, column 'category'", "a BFCL V4 category name", repr(category),
+                    f"Did you mean {near[0]!r}?" if near else f"Known names: {', '.join(BY_NAME)}",
+                )
             row = BfclRow(
                 step=_int(path, line, "step", record.get("step")),
                 pass_index=_int(path, line, "pass", record.get("pass")),

@@ -1,0 +1,166 @@
+"""Golden run folders for the analysis tests, written by a seeded generator with known structure.
+
+ToolCanary's shape by default: 21 checkpoints every 10 steps from 0 to 200, three passes at steps 0, 150
+and 200, the 17 offline categories with their BFCL item counts; each category follows a base accuracy,
+a linear trend, an optional level shift and binomial-like noise. Training metrics for steps 1..200 with a
+tool-call share that drops at a known step and a curriculum that climbs to its ceiling and stays there.
+
+    .venvs/analysis/bin/python -m pytest tests/analysis -q
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
+from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
+
+BASE = {  # accuracy in percent at step 0, roughly ToolCanary's untrained policy
+    "irrelevance": 83.75, "live_irrelevance": 76.13, "live_relevance": 81.25,
+    "simple_python": 95.0, "simple_java": 65.0, "simple_javascript": 72.0, "multiple": 94.0,
+    "parallel": 91.0, "parallel_multiple": 88.0, "live_simple": 85.0, "live_multiple": 81.5,
+    "live_parallel": 75.0, "live_parallel_multiple": 70.0, "multi_turn_base": 42.0,
+    "multi_turn_miss_func": 33.0, "multi_turn_miss_param": 30.0, "multi_turn_long_context": 27.0,
+}
+
+
+@dataclass
+class GoldenRun:
+    """Parameters of one synthetic run; `trend` in pp per step, `shift` as (first step after, pp)."""
+
+    steps: tuple[int, ...] = tuple(range(0, 201, 10))
+    repeats: dict[int, int] = field(default_factory=lambda: {0: 3, 150: 3, 200: 3})
+    categories: tuple[str, ...] = OFFLINE_CATEGORIES
+    trend: dict[str, float] = field(default_factory=lambda: {"live_irrelevance": -0.02, "multi_turn_base": -0.015})
+    shift: dict[str, tuple[int, float]] = field(default_factory=lambda: {"irrelevance": (70, -3.0)})
+    noise_pp: float = 0.6
+    seed: int = 7
+    train_steps: int = 200
+    share_break: int = 40
+    curriculum_drop: int | None = None
+    """From this step on the curriculum sits at 97, below the ceiling."""
+
+    def accuracy(self, category: str, step: int, rng: np.random.Generator) -> float:
+        value = BASE[category] + self.trend.get(category, 0.0) * step
+        if category in self.shift and step >= self.shift[category][0]:
+            value += self.shift[category][1]
+        return float(np.clip(value + rng.normal(0.0, self.noise_pp), 0.0, 100.0))
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        rng = np.random.default_rng(self.seed)
+        rows = []
+        for step in self.steps:
+            for pass_index in range(1, self.repeats.get(step, 1) + 1):
+                for category in self.categories:
+                    total = BY_NAME[category].items
+                    correct = round(total * self.accuracy(category, step, rng) / 100.0)
+                    rows.append(BfclRow(step, pass_index, category, correct, total))
+        append_bfcl_rows(folder / "bfcl_by_category.csv", rows)
+        if self.train_steps:
+            self.write_training(folder / "train_metrics.csv", rng)
+        return folder
+
+    def write_training(self, path: Path, rng: np.random.Generator) -> None:
+        steps = np.arange(1, self.train_steps + 1)
+        level = np.minimum(1 + 3 * (steps - 1) // 2, 100).astype(float)
+        if self.curriculum_drop is not None:
+            level[steps >= self.curriculum_drop] = 97.0
+        share = np.where(steps <= self.share_break, 0.616, 0.403) + rng.normal(0, 0.01, len(steps))
+        reward = np.tanh((steps - 30) / 40) * 0.6 + rng.normal(0, 0.05, len(steps))
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(TRAIN_METRICS_COLUMNS)
+            for i, step in enumerate(steps):
+                values = {"step": int(step), "reward_mean": reward[i], "reward_std": 0.4,
+                          "curriculum_level": level[i], "tool_call_share": share[i]}
+                writer.writerow([values.get(c, 0.5) for c in TRAIN_METRICS_COLUMNS])
+
+
+@pytest.fixture
+def golden(tmp_path: Path) -> Callable[..., Path]:
+    """Write a golden run folder under tmp_path; keyword arguments override `GoldenRun` fields."""
+    def make(name: str = "run", **overrides) -> Path:
+        return GoldenRun(**overrides).write(tmp_path / name)
+    return make
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run make_figures as a user would, in a fresh interpreter of this environment."""
+    command = [sys.executable, "-m", "toolcanary.analysis", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+# --- an independent computation of the table: pandas for the aggregates, statsmodels for the statistics ---
+AST_NAMES = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+             "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]
+
+
+def independent_aggregates(csv_path: Path):
+    """Per (step, pass) aggregates from the raw CSV, written from the issue's definitions, not the contract's."""
+    import pandas as pd
+
+    frame = pd.read_csv(csv_path)
+    correct = frame.pivot_table(index=["step", "pass"], columns="category", values="correct", aggfunc="sum")
+    total = frame.pivot_table(index=["step", "pass"], columns="category", values="total", aggfunc="sum")
+    accuracy = 100 * correct / total
+
+    def pooled(names: list[str]):
+        return 100 * correct[names].sum(axis=1) / total[names].sum(axis=1)
+
+    simple = accuracy[["simple_python", "simple_java", "simple_javascript"]].mean(axis=1)
+    return pd.DataFrame({
+        "Abstention required": pooled(["irrelevance", "live_irrelevance"]),
+        "Tool call required": pooled(AST_NAMES),
+        "Non-Live": (simple + accuracy["multiple"] + accuracy["parallel"] + accuracy["parallel_multiple"]) / 4,
+        "Live": pooled(AST_NAMES[6:]),
+        "Multi-Turn": accuracy[["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                                "multi_turn_long_context"]].mean(axis=1),
+    })
+
+
+def statsmodels_trend(x, y, maxlags: int) -> tuple[float, float, float, object]:
+    """(slope, OLS t, HAC t, OLS results) with statsmodels; HAC with the n/(n-k) correction, Bartlett kernel."""
+    import statsmodels.api as sm
+
+    design = sm.add_constant(np.asarray(x, dtype=float))
+    ols = sm.OLS(np.asarray(y, dtype=float), design).fit()
+    hac = sm.OLS(np.asarray(y, dtype=float), design).fit(
+        cov_type="HAC", cov_kwds={"maxlags": maxlags, "use_correction": True}
+    )
+    return float(ols.params[1]), float(ols.tvalues[1]), float(hac.tvalues[1]), ols
+
+
+def independent_table(csv_path: Path, maxlags: int) -> dict[str, dict[str, float]]:
+    aggregates = independent_aggregates(csv_path)
+    by_step = aggregates.groupby(level="step")
+    means, counts, sds = by_step.mean(), by_step.size(), by_step.std(ddof=1)
+    table = {}
+    for name in aggregates.columns:
+        y = means[name]
+        slope, t, t_hac, _ = statsmodels_trend(y.index.to_numpy(), y.to_numpy(), maxlags)
+        row = {
+            "step0": y.iloc[0], "step_last": y.iloc[-1], "delta_pp": y.iloc[-1] - y.iloc[0],
+            "rel_delta_pct": 100 * (y.iloc[-1] - y.iloc[0]) / y.iloc[0],
+            "slope_pp_per_10": 10 * slope, "t": t, "t_hac": t_hac,
+        }
+        row.update({f"sd_step{s}": sds[name][s] for s in counts.index if counts[s] >= 2})
+        table[name] = row
+    return table
+
+
+@pytest.fixture
+def independent():
+    """The independent computations, as a fixture because test modules cannot import conftest."""
+    import types
+
+    return types.SimpleNamespace(aggregates=independent_aggregates, table=independent_table,
+                                 trend=statsmodels_trend, run_cli=run_cli)

@@ -1,0 +1,145 @@
+"""The findings JSON against independent computations: declines and their ratio, item losses, the Live and
+Non-Live splits, endpoints against the repeat s.d.s, residual autocorrelation, the level-shift check, and
+the training side.
+
+    .venvs/analysis/bin/python -m pytest tests/analysis/test_findings.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from toolcanary.analysis.__main__ import main
+
+LIVE_AST = ["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]
+NON_LIVE_AST = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple"]
+
+
+def findings(capsys, folder, *extra: str) -> dict:
+    assert main(["--data", str(folder), "--findings", *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def pooled_by_step(csv_path, names: list[str]) -> pd.Series:
+    frame = pd.read_csv(csv_path)
+    frame = frame[frame.category.isin(names)].groupby(["step", "pass"])[["correct", "total"]].sum()
+    return (100 * frame.correct / frame.total).groupby(level="step").mean()
+
+
+def test_declines_ratio_items_and_splits(golden, capsys):
+    folder = golden(trend={"live_irrelevance": -0.02, "irrelevance": -0.01, "live_multiple": -0.004,
+                           "multiple": 0.003})
+    found = findings(capsys, folder)["bfcl"]["declines"]
+    csv_path = folder / "bfcl_by_category.csv"
+    splits = {
+        "overall": (["irrelevance", "live_irrelevance"], NON_LIVE_AST + LIVE_AST, 1124, 2501),
+        "live": (["live_irrelevance"], LIVE_AST, 884, 1351),
+        "non_live": (["irrelevance"], NON_LIVE_AST, 240, 1150),
+    }
+    for key, (abstention, tool_call, items_a, items_b) in splits.items():
+        a, b = pooled_by_step(csv_path, abstention), pooled_by_step(csv_path, tool_call)
+        delta_a, delta_b = a.iloc[-1] - a.iloc[0], b.iloc[-1] - b.iloc[0]
+        got = found[key]
+        assert got["abstention"]["delta_pp"] == pytest.approx(delta_a, rel=1e-9)
+        assert got["tool_call"]["delta_pp"] == pytest.approx(delta_b, rel=1e-9)
+        assert (got["abstention"]["items"], got["tool_call"]["items"]) == (items_a, items_b)
+        assert got["abstention"]["items_lost"] == pytest.approx(-delta_a * items_a / 100, rel=1e-9)
+        assert got["tool_call"]["items_lost"] == pytest.approx(-delta_b * items_b / 100, rel=1e-9)
+        assert got["ratio"] == pytest.approx(delta_a / delta_b, rel=1e-9)
+        assert got["same_sign"] == (np.sign(delta_a) == np.sign(delta_b))
+    # Live's tool-call side is the Live aggregate itself; Non-Live's is pooled, not BFCL's mean of means
+    assert found["non_live"]["tool_call"]["categories"] == NON_LIVE_AST
+
+
+def test_endpoints_against_repeat_sds(golden, independent, capsys):
+    folder = golden(noise_pp=1.0)
+    found = findings(capsys, folder)["bfcl"]["endpoints"]
+    aggregates = independent.aggregates(folder / "bfcl_by_category.csv")
+    for name in aggregates.columns:
+        per_pass = aggregates[name]
+        means, sds = per_pass.groupby(level="step").mean(), per_pass.groupby(level="step").std(ddof=1)
+        delta = means.iloc[-1] - means.iloc[0]
+        got = found[name]
+        assert got["delta_pp"] == pytest.approx(delta, rel=1e-9)
+        for step in (0, 150, 200):
+            assert got["repeat_sd"][str(step)] == pytest.approx(sds[step], rel=1e-9)
+            assert got["delta_over_sd"][str(step)] == pytest.approx(delta / sds[step], rel=1e-9)
+        assert got["z_first_vs_last"] == pytest.approx(delta / np.sqrt(sds[0] ** 2 / 3 + sds[200] ** 2 / 3), rel=1e-9)
+
+
+def test_residual_autocorrelation_matches_statsmodels_acf(golden, independent, capsys):
+    from statsmodels.tsa.stattools import acf
+
+    folder = golden(noise_pp=1.2, seed=5)
+    everything = findings(capsys, folder)["bfcl"]
+    assert everything["hac"] == {"kernel": "bartlett", "maxlags": 2, "small_sample_correction": True}
+    found = everything["residual_lag1_autocorrelation"]
+    means = independent.aggregates(folder / "bfcl_by_category.csv").groupby(level="step").mean()
+    for name in means.columns:
+        *_, ols = independent.trend(means.index, means[name], 2)
+        assert found[name] == pytest.approx(acf(ols.resid, nlags=1)[1], rel=1e-9, abs=1e-12)
+
+
+def brute_force_breakpoint(y: np.ndarray, min_segment: int = 3) -> int:
+    costs = {k: np.var(y[:k]) * k + np.var(y[k:]) * (len(y) - k) for k in range(min_segment, len(y) - min_segment + 1)}
+    return min(costs, key=costs.get)
+
+
+def test_a_step_change_is_found_and_not_called_a_trend(golden, independent, capsys):
+    folder = golden(trend={}, shift={"live_irrelevance": (80, -6.0), "irrelevance": (80, -6.0)}, noise_pp=0.3)
+    found = findings(capsys, folder)["bfcl"]
+    shift = found["level_shift"]["Abstention required"]
+    means = independent.aggregates(folder / "bfcl_by_category.csv").groupby(level="step").mean()
+    y, steps = means["Abstention required"].to_numpy(), means.index.to_numpy()
+    k = brute_force_breakpoint(y)
+    assert (shift["last_step_before"], shift["first_step_after"]) == (70, 80) == (steps[k - 1], steps[k])
+    assert shift["level_before"] == pytest.approx(y[:k].mean(), rel=1e-12)
+    assert shift["level_after"] == pytest.approx(y[k:].mean(), rel=1e-12)
+    assert shift["prefers_shift"] is True
+    for side, xs, ys in (("before", steps[:k], y[:k]), ("after", steps[k:], y[k:])):
+        slope, t, t_hac, _ = independent.trend(xs, ys, math.floor(4 * (len(xs) / 100) ** (2 / 9)))
+        assert shift[side]["slope_per_10_steps"] == pytest.approx(10 * slope, rel=1e-9, abs=1e-12)
+        assert shift[side]["t"] == pytest.approx(t, rel=1e-9, abs=1e-9)
+        assert shift[side]["t_hac"] == pytest.approx(t_hac, rel=1e-9, abs=1e-9)
+    # the whole-run line is steep and significant, which is exactly the misreading the check prevents
+    assert found["endpoints"]["Abstention required"]["delta_pp"] < -4
+    assert main(["--data", str(folder), "--table"]) == 0
+    prose = capsys.readouterr().out
+    assert "Abstention required" in prose and "a level shift, not a trend" in prose
+
+
+def test_a_steady_trend_is_not_called_a_step(golden, capsys):
+    folder = golden(trend={"live_irrelevance": -0.03, "irrelevance": -0.03}, shift={}, noise_pp=0.2)
+    shift = findings(capsys, folder)["bfcl"]["level_shift"]["Abstention required"]
+    assert shift["prefers_shift"] is False
+    assert shift["bic_line"] < shift["bic_shift"]
+
+
+def test_training_side(golden, independent, capsys):
+    folder = golden(share_break=40)
+    training = findings(capsys, folder)["training"]
+    frame = pd.read_csv(folder / "train_metrics.csv")
+    at_ceiling = frame.loc[frame.curriculum_level >= 100, "step"]
+    assert training["curriculum"]["first_step"] == at_ceiling.min() == 67
+    assert training["curriculum"]["held_steps"] == 200 - 67 and training["curriculum"]["holds_to_end"] is True
+    share = training["tool_call_share"]
+    before, after = frame[frame.step <= 40].tool_call_share, frame[frame.step > 40].tool_call_share
+    assert (share["level_shift"]["last_step_before"], share["level_shift"]["first_step_after"]) == (40, 41)
+    assert share["level_shift"]["level_before"] == pytest.approx(before.mean(), rel=1e-12)
+    assert share["level_shift"]["level_after"] == pytest.approx(after.mean(), rel=1e-12)
+    assert share["level_shift"]["prefers_shift"] is True
+    slope, t, t_hac, _ = independent.trend(frame.step, frame.reward_mean, 4)  # floor(4 (200/100)^(2/9)) = 4
+    assert training["reward"]["trend"]["slope_per_10_steps"] == pytest.approx(10 * slope, rel=1e-9)
+    assert training["reward"]["trend"]["t"] == pytest.approx(t, rel=1e-9)
+    assert training["reward"]["trend"]["t_hac"] == pytest.approx(t_hac, rel=1e-9)
+
+
+def test_curriculum_that_leaves_its_ceiling(golden, capsys):
+    training = findings(capsys, golden(curriculum_drop=150))["training"]["curriculum"]
+    assert (training["first_step"], training["held_until"], training["held_steps"]) == (67, 149, 82)
+    assert training["holds_to_end"] is False and training["steps_at_ceiling"] == 149 - 67 + 1
