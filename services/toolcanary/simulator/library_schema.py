@@ -91,23 +91,28 @@ class Toolset:
     actions: list[Action] = field(default_factory=list)
 
 
+def _an(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun.replace("_", " ")
+
+
 def _params(properties: dict[str, Schema], required: list[str]) -> Schema:
     return {"type": "object", "properties": properties, "required": required}
 
 
 def _record(res: Resource) -> Schema:
-    props = {f"{res.noun}_id": s(f"Identifier of the {res.noun}.")} | res.fields
+    props = {f"{res.noun}_id": s(f"Identifier of the {res.noun.replace('_', ' ')}.")} | res.fields
     props |= {"created_at": s("Creation time.", "date-time"), "updated_at": s("Last change.", "date-time")}
     return o(res.about, props, [f"{res.noun}_id", *res.required])
 
 
 def _generic(ts: Toolset, res: Resource, verb: str) -> tuple[str, str, Schema, str, Schema]:
     """(name, description, parameters, result kind, result schema) of one generic verb."""
-    idp = {f"{res.noun}_id": s(f"Identifier of the {res.noun}, as returned by {ts.prefix}.list_{res.plural}.")}
+    nn, pp = res.noun.replace("_", " "), res.plural.replace("_", " ")
+    idp = {f"{res.noun}_id": s(f"Identifier of the {nn}, as returned by {ts.prefix}.list_{res.plural}.")}
     parent = dict([res.parent]) if res.parent else {}
     parent_req = list(parent)
     record = _record(res)
-    page = {"items": a(record, f"Matching {res.plural}."), "next_page_token": s("Token of the next page."),
+    page = {"items": a(record, f"Matching {pp}."), "next_page_token": s("Token of the next page."),
             "total": i("Number of matches.", 0)}
     if verb == "list":
         filters = {k: res.fields[k] for k in res.filters}
@@ -116,37 +121,37 @@ def _generic(ts: Toolset, res: Resource, verb: str) -> tuple[str, str, Schema, s
             "page_token": s("Token from a previous page to continue listing."),
             "order": e("Sort direction by creation time.", "asc", "desc"),
         }
-        desc = (f"List the {res.plural} in {ts.name}, newest first unless `order` says otherwise. "
+        desc = (f"List the {pp} in {ts.name}, newest first unless `order` says otherwise. "
                 f"Optional filters narrow the result; results are paginated with `page_size` and `page_token`. "
                 f"Each entry is {res.about}.")
         return f"{ts.prefix}.list_{res.plural}", desc, _params(props, parent_req), "list", o("A page.", page)
     if verb == "get":
-        desc = (f"Get one {res.noun} from {ts.name} by its identifier, with all of its fields. "
+        desc = (f"Get {_an(nn)} from {ts.name} by its identifier, with all of its fields. "
                 f"Fails with a not-found error when the identifier does not exist or was deleted.")
         return f"{ts.prefix}.get_{res.noun}", desc, _params(idp, list(idp)), "record", record
     if verb == "create":
-        desc = (f"Create a new {res.noun} in {ts.name}: {res.about}. Required fields must be given; "
-                f"others take the account defaults. Returns the stored {res.noun} with its new `{res.noun}_id`.")
+        desc = (f"Create {_an(nn)} in {ts.name}: {res.about}. Required fields must be given; "
+                f"others take the account defaults. Returns the stored {nn} with its new `{res.noun}_id`.")
         props = parent | res.fields
         return f"{ts.prefix}.create_{res.noun}", desc, _params(props, parent_req + res.required), "record", record
     if verb == "update":
-        changes = o(f"Fields of the {res.noun} to change; omitted fields keep their value.", res.fields)
+        changes = o(f"Fields of the {nn} to change; omitted fields keep their value.", res.fields)
         changes["minProperties"] = 1
-        desc = (f"Update an existing {res.noun} in {ts.name}. Only the fields inside `changes` are modified; "
-                f"the response is the {res.noun} after the update.")
+        desc = (f"Update {_an(nn)} in {ts.name}. Only the fields inside `changes` are modified; "
+                f"the response is the {nn} after the update.")
         props = idp | {"changes": changes}
         return f"{ts.prefix}.update_{res.noun}", desc, _params(props, [*idp, "changes"]), "record", record
     if verb == "delete":
-        props = idp | {"permanent": b(f"Delete the {res.noun} for good instead of moving it to the trash.")}
-        desc = (f"Delete a {res.noun} from {ts.name}. By default it goes to the trash and can be restored "
+        props = idp | {"permanent": b(f"Delete the {nn} for good instead of moving it to the trash.")}
+        desc = (f"Delete {_an(nn)} from {ts.name}. By default it goes to the trash and can be restored "
                 f"for 30 days; set `permanent` to remove it at once.")
         result = o("Deletion receipt.", {f"{res.noun}_id": s("The deleted item."), "deleted": b("Always true."),
                                          "restorable_until": s("End of the restore window.", "date-time")})
         return f"{ts.prefix}.delete_{res.noun}", desc, _params(props, list(idp)), "deleted", result
     if verb == "search":
-        props = {"query": s(f"Free-text query matched against the {res.plural}' text fields.")} | {
+        props = {"query": s(f"Free-text query matched against the {pp}' text fields.")} | {
             "limit": i("Maximum number of results.", 1, 50)}
-        desc = (f"Search the {res.plural} of {ts.name} by free text, ranked by relevance. "
+        desc = (f"Search the {pp} of {ts.name} by free text, ranked by relevance. "
                 f"Use it when the identifier is unknown; each hit is {res.about}.")
         return f"{ts.prefix}.search_{res.plural}", desc, _params(props, ["query"]), "list", o("Hits.", page)
     raise ValueError(f"unknown verb {verb!r} for {ts.prefix}.{res.noun}")
@@ -161,8 +166,11 @@ def expand_toolset(ts: Toolset, category: str) -> list[dict[str, Any]]:
             entries.append(_entry(ts, category, name, desc, params, kind, result))
     for act in ts.actions:
         name = f"{ts.prefix}.{act.verb_noun}"
-        entries.append(_entry(ts, category, name, act.description, _params(act.params, act.required),
-                              "action", act.result))
+        needs = ", ".join(f"`{r}`" for r in act.required) or "nothing"
+        # Real MCP tools explain their context and preconditions; a bare verb phrase would be an easy target.
+        desc = (f"{act.description} Part of {ts.name} ({ts.description[0].lower()}{ts.description[1:].rstrip('.')}). "
+                f"Requires {needs}; invalid or unknown values are rejected with an error before anything changes.")
+        entries.append(_entry(ts, category, name, desc, _params(act.params, act.required), "action", act.result))
     return entries
 
 

@@ -1,0 +1,137 @@
+"""Command line of the simulator: `serve` the HTTP service, `validate` a library and its gold data, `build-library`.
+
+    python -m toolcanary.simulator serve --backend scripted --run demo
+    python -m toolcanary.simulator validate --tasks 300
+    python -m toolcanary.simulator build-library --check
+
+Flags override `TOOLCANARY_SIMULATOR_*` environment variables, which override the defaults in `settings.py`.
+The bearer token is read from the environment only (TOOLCANARY_SIMULATOR_TOKEN), never from a flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import sys
+from pathlib import Path
+
+from toolcanary.contract import ContractError, DifficultySettings
+from toolcanary.simulator.settings import SimulatorSettings
+
+EPILOG = """examples:
+  python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
+  python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
+  python -m toolcanary.simulator validate --tasks 300
+  python -m toolcanary.simulator build-library --check
+"""
+SERVE_EPILOG = """examples:
+  python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
+  python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
+  TOOLCANARY_SIMULATOR_TOKEN=secret python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
+"""
+VALIDATE_EPILOG = """examples:
+  python -m toolcanary.simulator validate --tasks 300
+  python -m toolcanary.simulator validate --library my_tools.json --tasks 200 --seed 3
+"""
+BUILD_EPILOG = """examples:
+  python -m toolcanary.simulator build-library
+  python -m toolcanary.simulator build-library --check
+  python -m toolcanary.simulator build-library --out /tmp/library.json
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    fields = SimulatorSettings.model_fields
+    parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    serve = verbs.add_parser("serve", help="run the HTTP service", epilog=SERVE_EPILOG,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, kind in [("host", str), ("port", int), ("backend", str), ("run", str), ("runs_dir", Path),
+                       ("library", Path), ("seed", int), ("no_call_fraction", float), ("max_body_bytes", int),
+                       ("model", str), ("timeout_s", float), ("retries", int), ("backoff_s", float),
+                       ("max_tokens", int), ("max_tokens_task", int), ("temperature", float), ("log_level", str)]:
+        extra = {"choices": ["scripted", "llm"]} if name == "backend" else {}
+        serve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
+                           help=f"{fields[name].description} (default: {fields[name].default})", **extra)
+    serve.add_argument("--upstream", dest="upstreams", action="extend", nargs="+", default=None, metavar="URL",
+                       help="OpenAI-compatible base URL(s); several after one flag or the flag repeated (llm backend)")
+    check = verbs.add_parser("validate", help="check a library and that gold trajectories earn reward 1",
+                             epilog=VALIDATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("--library", type=Path, default=None, help="library JSON (default: the packaged one)")
+    check.add_argument("--tasks", type=int, default=300, help="tasks to generate and check (default: 300)")
+    check.add_argument("--seed", type=int, default=0, help="scripted seed (default: 0)")
+    build = verbs.add_parser("build-library", help="write the default library JSON from the catalog modules",
+                             epilog=BUILD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("--out", type=Path, default=None, help="where to write (default: the packaged file)")
+    build.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when it differs")
+    return parser
+
+
+def build_library(args: argparse.Namespace) -> int:
+    from toolcanary.simulator.library_builder import is_current, write_library
+    from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
+
+    out = args.out or DEFAULT_LIBRARY_PATH
+    if args.check:
+        if not is_current(out):
+            print(f"{out} is stale: rebuild with `python -m toolcanary.simulator build-library`", file=sys.stderr)
+            return 1
+        print(f"{out} is up to date")
+        return 0
+    print(f"wrote {out}: {write_library(out)}")
+    return 0
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from toolcanary.simulator.app import create_app
+
+    overrides = {k: v for k, v in vars(args).items() if k != "verb"}
+    settings = SimulatorSettings.from_env(**overrides)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app = create_app(settings)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), workers=1)
+    return 0
+
+
+def validate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
+    from toolcanary.simulator.scripted import gold_trajectory, make_task
+    from toolcanary.simulator.scripted.roles import verify
+
+    index = LibraryIndex(args.library or DEFAULT_LIBRARY_PATH)
+    print(f"{index.path}: {len(index)} tools in {len(index.categories)} categories")
+    grid = itertools.cycle(itertools.product(range(1, 11), range(1, 4), range(3), range(3), range(3), [True, False]))
+    failures = 0
+    for number in tqdm(range(args.tasks), desc="gold trajectories", unit="task"):
+        tools, calls, persona, ambiguity, turns, call_expected = next(grid)
+        difficulty = DifficultySettings(num_tools=tools, expected_calls=calls, user_persona=persona,
+                                        query_ambiguity=ambiguity, expected_turns=turns, call_expected=call_expected)
+        task = make_task(index, difficulty, f"validate-{number}", args.seed, abstain=not call_expected)
+        verdict = verify(task, gold_trajectory(task, index), 5)
+        if verdict.reward != 1:
+            failures += 1
+            print(f"FAIL {task.task_id}: gold reward {verdict.reward}: {verdict.reasoning}", file=sys.stderr)
+    print(f"{args.tasks - failures}/{args.tasks} gold trajectories earn reward 1")
+    return 1 if failures else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"serve": serve, "validate": validate, "build-library": build_library}[args.verb](args)
+    except ContractError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

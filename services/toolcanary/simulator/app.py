@@ -1,0 +1,134 @@
+"""The FastAPI application: four role endpoints, health, metrics and OpenAPI docs.
+
+    app = create_app(SimulatorSettings(run="demo"))                # scripted backend, default library
+    TestClient(app).post("/v1/task", json={"task_key": "g0", "difficulty": {...}})
+
+Status codes: 200 for every role call, aborted or not (the outcome is in the body); 401 without the bearer
+token; 409 for a task key reused with other settings; 413 for an oversized body; 422 naming the bad field;
+500 only for an infrastructure fault outside the backend (e.g. the record file cannot be written).
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from toolcanary.contract import (
+    CONTRACT_VERSION,
+    Health,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    ToolResponse,
+    UserRequest,
+    UserResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+from toolcanary.contract.simulator_api import ErrorBody
+from toolcanary.simulator.backend import Backend
+from toolcanary.simulator.guards import GuardMiddleware
+from toolcanary.simulator.library_index import LibraryIndex
+from toolcanary.simulator.metrics import Metrics
+from toolcanary.simulator.records import RecordStore
+from toolcanary.simulator.service import SimulatorService
+from toolcanary.simulator.settings import SimulatorSettings
+from toolcanary.simulator.task_registry import TaskKeyConflict
+
+log = logging.getLogger(__name__)
+_ERRORS = {code: {"model": ErrorBody} for code in (401, 409, 413, 422)}
+
+
+def build_backend(settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> Backend:
+    if settings.backend == "llm":
+        from toolcanary.simulator.llm import LlmBackend  # only the llm backend needs httpx
+
+        return LlmBackend(settings, index, metrics)
+    from toolcanary.simulator.scripted import ScriptedBackend
+
+    return ScriptedBackend(index, settings.seed)
+
+
+def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    detail = []
+    for error in exc.errors():
+        loc, kind = error.get("loc", ()), error.get("type", "")
+        if kind == "json_invalid":
+            position = loc[1] if len(loc) > 1 else "?"
+            detail.append({"field": "body", "expected": f"valid JSON (decode error at position {position})",
+                           "type": kind, "got": str(error.get("ctx", {}).get("error", ""))[:200]})
+            continue
+        field = ".".join(str(part) for part in loc if part != "body") or "body"
+        detail.append({"field": field, "expected": error.get("msg", ""), "type": kind,
+                       "got": repr(error.get("input"))[:200]})
+    first = detail[0] if detail else {"field": "body", "expected": "a JSON body", "got": "nothing"}
+    message = (f"invalid request: field '{first['field']}': {first['expected']} (got {first['got']}); "
+               "see /docs for the request schema")
+    return JSONResponse(status_code=422, content=ErrorBody(error=message, detail=detail).model_dump())
+
+
+def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> FastAPI:
+    """The app for `settings`; `backend` replaces the one the settings name (tests, benchmarks)."""
+    index = LibraryIndex(settings.library)
+    metrics = Metrics()
+    backend = backend or build_backend(settings, index, metrics)
+    store = RecordStore(settings.records_dir)
+    service = SimulatorService(settings, backend, store, metrics)
+    log.info("simulator: backend=%s run=%s library=%s (%d tools) records=%s tasks reloaded=%d",
+             backend.name, settings.run, settings.library, len(index), settings.records_dir, len(service.registry))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI):
+        yield
+        await backend.aclose()
+        store.close()
+
+    app = FastAPI(title="ToolCanary simulator", version=CONTRACT_VERSION, lifespan=lifespan,
+                  description="Task author, tool, user and verifier for multi-turn tool-use RL.")
+    app.state.service = service
+    app.add_exception_handler(RequestValidationError, _validation_error)
+
+    @app.exception_handler(TaskKeyConflict)
+    async def _conflict(_: Request, exc: TaskKeyConflict) -> JSONResponse:
+        body = ErrorBody(error=str(exc), detail=[{"field": "task_key", "expected": exc.before.model_dump(),
+                                                   "got": exc.now.model_dump()}])
+        return JSONResponse(status_code=409, content=body.model_dump())
+
+    @app.exception_handler(Exception)
+    async def _fault(_: Request, exc: Exception) -> JSONResponse:
+        # Role calls never get here (the service records backend failures as aborted calls); this is for
+        # infrastructure faults such as a full disk, which must not pass silently.
+        log.exception("simulator fault outside a role call")
+        return JSONResponse(status_code=500, content=ErrorBody(
+            error=f"simulator fault: {type(exc).__name__}: {exc}"[:500] + "; see the service log").model_dump())
+
+    @app.get("/health", response_model=Health)
+    async def health() -> Health:
+        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus() -> PlainTextResponse:
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.post("/v1/task", response_model=TaskResponse, responses=_ERRORS)
+    async def task(request: TaskRequest) -> TaskResponse:
+        return await service.task(request)
+
+    @app.post("/v1/tool", response_model=ToolResponse, responses=_ERRORS)
+    async def tool(request: ToolRequest) -> ToolResponse:
+        return await service.tool(request)
+
+    @app.post("/v1/user", response_model=UserResponse, responses=_ERRORS)
+    async def user(request: UserRequest) -> UserResponse:
+        return await service.user(request)
+
+    @app.post("/v1/verify", response_model=VerifyResponse, responses=_ERRORS)
+    async def verify(request: VerifyRequest) -> VerifyResponse:
+        return await service.verify(request)
+
+    app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes, token=settings.token)
+    return app

@@ -1,0 +1,41 @@
+"""What every simulator backend provides: one coroutine per role, returning a contract response.
+
+The service (`service.py`) times each call, persists it and counts it; a backend only produces the response
+and says how many retries it needed. A backend never raises for bad model output: it returns an aborted
+response with its cause. Anything it does raise is turned into an aborted response by the service.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from toolcanary.contract import (
+    Outcome,
+    TaskRequest,
+    ToolRequest,
+    UserRequest,
+    VerifyRequest,
+)
+
+BackendName = Literal["scripted", "llm"]
+
+
+@dataclass
+class RoleOutput:
+    response: Outcome
+    retries: int = 0
+
+
+class Backend(Protocol):
+    name: BackendName
+
+    async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput: ...
+
+    async def tool(self, request: ToolRequest) -> RoleOutput: ...
+
+    async def user(self, request: UserRequest) -> RoleOutput: ...
+
+    async def verify(self, request: VerifyRequest) -> RoleOutput: ...
+
+    async def aclose(self) -> None: ...

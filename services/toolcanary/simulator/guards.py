@@ -1,0 +1,72 @@
+"""ASGI guards in front of the simulator: a request-body size limit and an optional bearer token.
+
+Both answer with the contract's `ErrorBody` (413 and 401). The body is read up to the limit before the app
+sees it, so an oversized body is refused whether or not it declares a Content-Length. `/health` stays open
+so that container health checks need no secret.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+OPEN_PATHS = {"/health"}
+
+
+async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"error": error, "detail": []}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class GuardMiddleware:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None) -> None:
+        self.app, self.max_body_bytes, self.token = app, max_body_bytes, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.token and scope["path"] not in OPEN_PATHS:
+            headers = dict(scope["headers"])
+            given = headers.get(b"authorization", b"").decode("latin-1")
+            if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                await _answer(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
+                              "with the value of TOOLCANARY_SIMULATOR_TOKEN", [(b"www-authenticate", b"Bearer")])
+                return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            await _answer(send, 413, self._too_big(int(declared)))
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                await _answer(send, 413, self._too_big(size))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body, replayed = b"".join(chunks), False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    def _too_big(self, size: int) -> str:
+        return (f"request body too large: expected at most {self.max_body_bytes} bytes, got {size}"
+                f"{'+' if size > self.max_body_bytes else ''}; send a shorter history or raise "
+                "TOOLCANARY_SIMULATOR_MAX_BODY_BYTES")

@@ -1,0 +1,164 @@
+"""The llm backend: each role is one prompt to an OpenAI-compatible upstream, read back as validated JSON.
+
+    python -m toolcanary.simulator serve --backend llm --run r1 --upstream http://vllm-a:8000 --upstream http://vllm-b:8000
+
+Every call is tried `1 + retries` times with exponential backoff; an attempt fails on a timeout, an upstream
+error, unreadable JSON (`parse`) or JSON that does not fit the role (`validation`). After the last attempt the
+response is `aborted` with the last cause and no reward. Decisions that need no model are made locally and
+exactly: a call to a tool the task does not offer or with arguments its schema rejects (tool reward -1), any call
+on an abstention task (verifier -1), and no call at all on a task that needs one (verifier -1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from typing import TypeVar
+
+from pydantic import ValidationError
+
+from toolcanary.contract import (
+    ExpectedCall,
+    SimulatedTask,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    ToolResponse,
+    UserRequest,
+    UserResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+from toolcanary.simulator.backend import RoleOutput
+from toolcanary.simulator.library_index import LibraryIndex
+from toolcanary.simulator.llm import prompts
+from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object
+from toolcanary.simulator.llm.outputs import AuthorOutput, ToolOutput, UserOutput, VerifierOutput
+from toolcanary.simulator.llm.upstream import UpstreamError, UpstreamPool
+from toolcanary.simulator.metrics import Metrics
+from toolcanary.simulator.scripted.author import task_id_for
+from toolcanary.simulator.scripted.matching import executed_calls
+from toolcanary.simulator.scripted.validation import validate_call
+from toolcanary.simulator.scripted.values import rng_for
+from toolcanary.simulator.settings import SimulatorSettings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+__all__ = ["LlmBackend"]
+
+
+class _Attempts:
+    def __init__(self) -> None:
+        self.prompt_tokens = self.completion_tokens = self.retries = 0
+        self.cause, self.detail = "upstream", ""
+
+    def aborted(self, response_type: type):
+        return RoleOutput(response_type(outcome="aborted", abort_cause=self.cause, abort_detail=self.detail[:500],
+                                        prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens),
+                          self.retries)
+
+    def ok(self, response):
+        tokens = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens}
+        return RoleOutput(response.model_copy(update=tokens), self.retries)
+
+
+class LlmBackend:
+    name = "llm"
+
+    def __init__(self, settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> None:
+        self.settings, self.index = settings, index
+        self.pool = UpstreamPool(settings, metrics)
+
+    async def _ask(self, role: str, prompt: str, max_tokens: int, read: Callable[[dict], T]) -> tuple[T | None,
+                                                                                                       _Attempts]:
+        attempts = _Attempts()
+        for attempt in range(self.settings.retries + 1):
+            if attempt:
+                attempts.retries += 1
+                await asyncio.sleep(self.settings.backoff_s * 2 ** (attempt - 1) * (1 + random.random() / 2))
+            try:
+                completion = await self.pool.complete(prompt, max_tokens)
+            except UpstreamError as err:
+                attempts.cause, attempts.detail = err.cause, err.detail
+                log.warning("%s attempt %d/%d: %s", role, attempt + 1, self.settings.retries + 1, err)
+                continue
+            attempts.prompt_tokens += completion.prompt_tokens
+            attempts.completion_tokens += completion.completion_tokens
+            repaired = False
+            try:
+                data, repaired = read_json_object(completion.text)
+                return read(data), attempts
+            except OutputParseError as err:
+                attempts.cause, attempts.detail = "parse", str(err)
+            except (ValidationError, ValueError) as err:
+                # A repaired (truncated) answer that lacks fields failed at reading, not at content.
+                attempts.cause = "parse" if repaired else "validation"
+                prefix = "truncated answer, incomplete after repair: " if repaired else ""
+                attempts.detail = prefix + str(err).replace("\n", " ")
+            log.warning("%s attempt %d/%d: %s: %s", role, attempt + 1, self.settings.retries + 1, attempts.cause,
+                        attempts.detail[:200])
+        return None, attempts
+
+    async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
+        rng = rng_for("task", self.settings.seed, request.task_key)
+        tools = self.index.sample_tools(request.difficulty.num_tools, rng)
+        offered = {t.schema_.name for t in tools}
+
+        def read(data: dict) -> AuthorOutput:
+            output = AuthorOutput.model_validate(data)
+            output.check_against(offered, abstain)
+            return output
+
+        prompt = prompts.task_author([t.schema_ for t in tools], request.difficulty, abstain)
+        output, attempts = await self._ask("task", prompt, self.settings.max_tokens_task, read)
+        if output is None:
+            return attempts.aborted(TaskResponse)
+        difficulty = request.difficulty.model_copy(update={"call_expected": not abstain})
+        task = SimulatedTask(
+            task_id=task_id_for(self.settings.seed, request.task_key), task_key=request.task_key,
+            category=tools[0].category, tools=[t.schema_ for t in tools],
+            expected_tool_calls=[ExpectedCall(name=n) for n in output.expected_tool_calls],
+            user_intent=output.user_intent, user_persona=output.user_persona,
+            first_user_query=output.first_user_query, difficulty=difficulty, call_expected=not abstain,
+        )
+        return attempts.ok(TaskResponse(task=task))
+
+    async def tool(self, request: ToolRequest) -> RoleOutput:
+        error = validate_call(request.task, request.call)
+        if error is not None:
+            return RoleOutput(ToolResponse(result=error, is_error=True, reward=-1))
+        prompt = prompts.tool(request.task, request.history, request.call)
+        output, attempts = await self._ask("tool", prompt, self.settings.max_tokens, ToolOutput.model_validate)
+        if output is None:
+            return attempts.aborted(ToolResponse)
+        reward = output.reward if request.task.call_expected else -1
+        return attempts.ok(ToolResponse(result=output.result, is_error=output.is_error, reward=reward))
+
+    async def user(self, request: UserRequest) -> RoleOutput:
+        prompt = prompts.user(request.task, request.history)
+        output, attempts = await self._ask("user", prompt, self.settings.max_tokens, UserOutput.model_validate)
+        if output is None:
+            return attempts.aborted(UserResponse)
+        reply = output.response.strip()
+        return attempts.ok(UserResponse(reply=reply, reward=output.reward, done=not reply))
+
+    async def verify(self, request: VerifyRequest) -> RoleOutput:
+        task, trajectory = request.task, request.trajectory
+        prompt, criteria = prompts.verifier(task, trajectory, request.num_criteria)
+        called = bool(executed_calls(trajectory))
+        if not task.call_expected and called:
+            return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="A tool was called although "
+                                             "no offered tool serves the request."))
+        if task.call_expected and not called:
+            return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="The agent did not call any "
+                                             "tool."))
+        output, attempts = await self._ask("verify", prompt, self.settings.max_tokens, VerifierOutput.model_validate)
+        if output is None:
+            return attempts.aborted(VerifyResponse)
+        return attempts.ok(VerifyResponse(reward=output.reward, reasoning=output.reasoning, criteria=criteria))
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()

@@ -1,0 +1,93 @@
+"""What each role's JSON answer must look like; a mismatch is a `validation` failure, retried like any other.
+
+Rewards must be -1, 0 or 1 (the strings "-1", "0", "1" are accepted; booleans and other numbers are not).
+A tool `result` given as an object or list is kept as its JSON text: tool results often are JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _reward(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError("reward must be -1, 0 or 1, not a boolean")
+    if isinstance(value, str) and value.strip() in {"-1", "0", "1"}:
+        return int(value.strip())
+    if isinstance(value, float) and value in (-1.0, 0.0, 1.0):
+        return int(value)
+    return value
+
+
+class _Output(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class AuthorOutput(_Output):
+    expected_tool_calls: list[str]
+    user_intent: str = Field(min_length=1)
+    user_persona: str = Field(min_length=1)
+    first_user_query: str = Field(min_length=1)
+
+    @field_validator("expected_tool_calls", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> Any:
+        # Models sometimes write [{"name": ...}] instead of ["..."]; the names are what counts.
+        if isinstance(value, list):
+            return [v.get("name") if isinstance(v, dict) else v for v in value]
+        return value
+
+    @field_validator("first_user_query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("first_user_query is blank")
+        return value
+
+    def check_against(self, offered: set[str], abstain: bool) -> None:
+        unknown = [name for name in self.expected_tool_calls if name not in offered]
+        if unknown:
+            raise ValueError(f"expected_tool_calls names tools that are not offered: {unknown}")
+        if abstain and self.expected_tool_calls:
+            raise ValueError("an abstention task must expect no tool call")
+        if not abstain and not self.expected_tool_calls:
+            raise ValueError("expected_tool_calls is empty, but this task needs at least one call")
+
+
+class ToolOutput(_Output):
+    result: str
+    reward: Literal[-1, 0, 1]
+    is_error: bool = False
+
+    @field_validator("result", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> Any:
+        return _reward(value)
+
+
+class UserOutput(_Output):
+    response: str
+    reward: Literal[-1, 0, 1]
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> Any:
+        return _reward(value)
+
+
+class VerifierOutput(_Output):
+    reward: Literal[-1, 0, 1]
+    reasoning: str
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> Any:
+        return _reward(value)

@@ -1,0 +1,117 @@
+"""The simulator's core, free of HTTP: route a role request to the backend, time it, persist it, count it.
+
+Whatever the backend does, a role call ends in a contract response: an exception inside the backend becomes an
+aborted response (cause `upstream`, the exception in `abort_detail`), is logged with its traceback, recorded
+and counted, and never surfaces as a server error or as a made-up reward.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+
+from toolcanary.contract import (
+    CONTRACT_VERSION,
+    Outcome,
+    RoleRecord,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    ToolResponse,
+    UserRequest,
+    UserResponse,
+    VerifyRequest,
+    VerifyResponse,
+)
+from toolcanary.simulator.backend import Backend, RoleOutput
+from toolcanary.simulator.metrics import Metrics
+from toolcanary.simulator.records import RecordStore
+from toolcanary.simulator.settings import SimulatorSettings
+from toolcanary.simulator.task_registry import TaskKeyConflict, TaskRegistry
+
+log = logging.getLogger(__name__)
+
+
+def abstains(seed: int, task_key: str, fraction: float) -> bool:
+    """Whether `no_call_fraction` makes this key an abstention task (a stable coin per seed and key)."""
+    if fraction <= 0:
+        return False
+    digest = hashlib.sha256(f"abstain\x00{seed}\x00{task_key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
+
+
+class SimulatorService:
+    def __init__(self, settings: SimulatorSettings, backend: Backend, store: RecordStore,
+                 metrics: Metrics | None = None) -> None:
+        self.settings, self.backend, self.store = settings, backend, store
+        self.metrics = metrics or Metrics()
+        self.registry = TaskRegistry(store.load_tasks())
+        self.metrics.set("tasks_known", len(self.registry))
+        if store.skipped_lines:
+            log.warning("%d unreadable record lines skipped while reloading tasks", store.skipped_lines)
+
+    async def task(self, request: TaskRequest) -> TaskResponse:
+        abstain = not request.difficulty.call_expected or abstains(
+            self.settings.seed, request.task_key, self.settings.no_call_fraction)
+
+        async def produce() -> RoleOutput:
+            output, cached = await self.registry.get_or_create(
+                request.task_key, request.difficulty, lambda: self.backend.author(request, abstain))
+            if cached:
+                self.metrics.inc("task_cache_hits_total")
+            return output
+
+        response = await self._run("task", request, TaskResponse, produce)
+        self.metrics.set("tasks_known", len(self.registry))
+        return response
+
+    async def tool(self, request: ToolRequest) -> ToolResponse:
+        return await self._run("tool", request, ToolResponse, lambda: self.backend.tool(request))
+
+    async def user(self, request: UserRequest) -> UserResponse:
+        return await self._run("user", request, UserResponse, lambda: self.backend.user(request))
+
+    async def verify(self, request: VerifyRequest) -> VerifyResponse:
+        return await self._run("verify", request, VerifyResponse, lambda: self.backend.verify(request))
+
+    async def _run(self, role: str, request, response_type: type, produce: Callable[[], Awaitable[RoleOutput]]):
+        started = time.perf_counter()
+        self.metrics.inc("in_flight", 1, role=role)
+        try:
+            output = await produce()
+        except TaskKeyConflict:
+            raise
+        except Exception as err:  # noqa: BLE001 - a backend bug is recorded as an aborted call, not a 500
+            log.exception("%s backend failed on a %s call", self.backend.name, role)
+            output = RoleOutput(response_type(outcome="aborted", abort_cause="upstream",
+                                              abort_detail=f"internal error: {type(err).__name__}: {err}"[:500]))
+        finally:
+            self.metrics.inc("in_flight", -1, role=role)
+        response: Outcome = output.response.model_copy(update={"latency_s": round(time.perf_counter() - started, 6)})
+        self._record(role, request, response, output.retries)
+        return response
+
+    def _record(self, role: str, request, response: Outcome, retries: int) -> None:
+        record = RoleRecord(
+            contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="milliseconds"),
+            run=self.settings.run, step=request.step, role=role, backend=self.backend.name,
+            episode_id=request.episode_id, request=request.model_dump(mode="json"),
+            response=response.model_dump(mode="json"), outcome=response.outcome, abort_cause=response.abort_cause,
+            latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
+            completion_tokens=response.completion_tokens, retries=retries,
+        )
+        self.store.append(record)
+        m = self.metrics
+        m.inc("calls_total", role=role, backend=self.backend.name, outcome=response.outcome)
+        if response.abort_cause:
+            m.inc("aborts_total", role=role, cause=response.abort_cause)
+        m.inc("retries_total", retries, role=role)
+        m.inc("tokens_total", response.prompt_tokens, role=role, kind="prompt")
+        m.inc("tokens_total", response.completion_tokens, role=role, kind="completion")
+        reward = getattr(response, "reward", None)
+        if reward is not None:
+            m.inc("rewards_total", role=role, reward=str(reward))
+        m.observe_latency(role, response.latency_s)

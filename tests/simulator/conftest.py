@@ -1,0 +1,158 @@
+"""Shared fixtures of the simulator tests: settings in a temporary runs root, in-process clients, a stub upstream.
+
+Run: .venvs/simulator/bin/python -m pytest tests/simulator -q
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import warnings
+from collections import deque
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from toolcanary.simulator.app import create_app  # noqa: E402
+from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402
+
+
+def difficulty(**overrides) -> dict:
+    base = {"num_tools": 4, "expected_calls": 1, "user_persona": 0, "query_ambiguity": 0, "expected_turns": 0}
+    return base | overrides
+
+
+@pytest.fixture
+def settings(tmp_path) -> SimulatorSettings:
+    return SimulatorSettings(run="test", runs_dir=tmp_path / "runs")
+
+
+@pytest.fixture
+def make_client(tmp_path):
+    """`make_client(**settings)` -> a started TestClient; every client is closed at the end of the test."""
+    clients = []
+
+    def make(**overrides) -> TestClient:
+        values = {"run": "test", "runs_dir": tmp_path / "runs"} | overrides
+        client = TestClient(create_app(SimulatorSettings(**values)))
+        client.__enter__()
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.__exit__(None, None, None)
+
+
+@pytest.fixture
+def client(make_client):
+    return make_client()
+
+
+def _new_task(client, key="g0", **diff) -> dict:
+    response = client.post("/v1/task", json={"task_key": key, "difficulty": difficulty(**diff)})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["outcome"] == "ok", body
+    return body["task"]
+
+
+@pytest.fixture
+def new_task():
+    """`new_task(client, key, **difficulty)` -> the task dict of a successful POST /v1/task."""
+    return _new_task
+
+
+@pytest.fixture
+def diff():
+    """`diff(**overrides)` -> a difficulty dict with small defaults."""
+    return difficulty
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class StubUpstream:
+    """A fake OpenAI-compatible chat server on 127.0.0.1, answering from a queue of scripted replies.
+
+    Each reply is (status, content, delay_s), or a function of the request body returning one; when the queue
+    is empty, `default` is used. Requests are kept in `requests`.
+    """
+
+    def __init__(self, default=(200, '{"result": "ok", "reward": 1}', 0.0)) -> None:
+        self.default, self.replies, self.requests = default, deque(), []
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    async def _chat(self, request: Request) -> Response:
+        body = await request.json()
+        self.requests.append(body)
+        reply = self.replies.popleft() if self.replies else self.default
+        status, content, delay = reply(body) if callable(reply) else reply
+        if delay:
+            await asyncio.sleep(delay)
+        if status != 200:
+            return Response("internal error", status_code=status)
+        usage = {"prompt_tokens": len(body["messages"][0]["content"]) // 4, "completion_tokens": len(content) // 4}
+        return JSONResponse({"id": "cmpl", "object": "chat.completion", "model": body["model"],
+                             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                          "finish_reason": "stop"}], "usage": usage})
+
+    def push(self, *replies) -> None:
+        for reply in replies:
+            self.replies.append(reply if isinstance(reply, tuple) or callable(reply) else (200, reply, 0.0))
+
+    def reset(self) -> None:
+        self.replies.clear()
+        self.requests.clear()
+
+    def start(self) -> StubUpstream:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "stub upstream did not start"
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def upstreams():
+    """Two stub upstreams for the module; tests reset them before use."""
+    stubs = [StubUpstream().start(), StubUpstream().start()]
+    yield stubs
+    for stub in stubs:
+        stub.stop()
+
+
+@pytest.fixture
+def stub_factory():
+    """`stub_factory(default)` -> a started StubUpstream, stopped at the end of the test."""
+    stubs = []
+
+    def make(default=(200, '{"result": "ok", "reward": 1}', 0.0)) -> StubUpstream:
+        stub = StubUpstream(default).start()
+        stubs.append(stub)
+        return stub
+
+    yield make
+    for stub in stubs:
+        stub.stop()

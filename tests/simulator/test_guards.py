@@ -1,0 +1,95 @@
+"""Bad input and access control: 422 naming the field, 413 over the body limit, 401 without the token, docs.
+
+Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_guards.py -q
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"difficulty": {}}, "task_key"),
+        ({"task_key": "k", "difficulty": {"num_tools": 0, "expected_calls": 1, "user_persona": 0,
+                                          "query_ambiguity": 0, "expected_turns": 0}}, "difficulty.num_tools"),
+        ({"task_key": "k", "difficulty": {"num_tools": 2, "expected_calls": 1, "user_persona": "expert",
+                                          "query_ambiguity": 0, "expected_turns": 0}}, "difficulty.user_persona"),
+        ({"task_key": "k", "surprise": 1, "difficulty": {"num_tools": 2, "expected_calls": 1, "user_persona": 0,
+                                                         "query_ambiguity": 0, "expected_turns": 0}}, "surprise"),
+    ],
+)
+def test_a_malformed_request_is_a_422_naming_the_field_and_what_it_takes(client, body, field):
+    response = client.post("/v1/task", json=body)
+    assert response.status_code == 422
+    error = response.json()
+    assert f"'{field}'" in error["error"] and "/docs" in error["error"]
+    assert error["detail"][0]["field"] == field and error["detail"][0]["expected"]
+
+
+def test_a_body_that_is_not_json_is_a_422_about_the_body(client):
+    response = client.post("/v1/tool", content=b'{"task": ', headers={"content-type": "application/json"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["field"] == "body"
+    assert "valid JSON" in response.json()["error"]
+
+
+def test_a_tool_call_with_arguments_that_are_not_an_object_is_a_422(client, new_task):
+    task = new_task(client)
+    call = {"function": {"name": task["tools"][0]["function"]["name"], "arguments": "[1, 2]"}}
+    response = client.post("/v1/tool", json={"task": task, "call": call})
+    assert response.status_code == 422 and "call.function.arguments" in response.json()["error"]
+
+
+def test_bodies_over_the_limit_are_refused_with_413_declared_or_streamed(make_client):
+    client = make_client(max_body_bytes=2048)
+    big = json.dumps({"task_key": "k" * 5000, "difficulty": {}}).encode()
+    declared = client.post("/v1/task", content=big, headers={"content-type": "application/json"})
+    assert declared.status_code == 413 and "at most 2048 bytes" in declared.json()["error"]
+
+    def chunks():
+        for start in range(0, len(big), 512):
+            yield big[start : start + 512]
+
+    streamed = client.post("/v1/task", content=chunks(), headers={"content-type": "application/json"})
+    assert streamed.status_code == 413
+    assert client.get("/health").status_code == 200
+
+
+def test_the_bearer_token_guards_everything_but_health(make_client, diff):
+    client = make_client(token="s3cret")
+    assert client.get("/health").status_code == 200
+    for method, path in [("post", "/v1/task"), ("post", "/v1/tool"), ("post", "/v1/user"), ("post", "/v1/verify"),
+                         ("get", "/metrics"), ("get", "/docs"), ("get", "/openapi.json")]:
+        response = getattr(client, method)(path)
+        assert response.status_code == 401, path
+        assert "TOOLCANARY_SIMULATOR_TOKEN" in response.json()["error"]
+    wrong = client.post("/v1/task", headers={"Authorization": "Bearer nope"},
+                        json={"task_key": "k", "difficulty": diff()})
+    assert wrong.status_code == 401
+    right = client.post("/v1/task", headers={"Authorization": "Bearer s3cret"},
+                        json={"task_key": "k", "difficulty": diff()})
+    assert right.status_code == 200 and right.json()["outcome"] == "ok"
+
+
+def test_health_reports_contract_version_backend_and_run_and_docs_are_served(client):
+    from toolcanary.contract import CONTRACT_VERSION
+
+    assert client.get("/health").json() == {"status": "ok", "contract_version": CONTRACT_VERSION,
+                                            "backend": "scripted", "run": "test"}
+    schema = client.get("/openapi.json").json()
+    assert {"/v1/task", "/v1/tool", "/v1/user", "/v1/verify", "/health", "/metrics"} <= set(schema["paths"])
+    assert client.get("/docs").status_code == 200
+
+
+def test_metrics_count_calls_rewards_and_latency_per_role(client, new_task):
+    task = new_task(client)
+    client.post("/v1/verify", json={"task": task, "trajectory": []})
+    text = client.get("/metrics").text
+    assert 'toolcanary_simulator_calls_total{backend="scripted",outcome="ok",role="task"} 1' in text
+    assert 'toolcanary_simulator_rewards_total{reward="-1",role="verify"} 1' in text
+    assert 'toolcanary_simulator_latency_seconds_count{role="verify"} 1' in text
+    assert 'toolcanary_simulator_latency_seconds_bucket{role="task",le="+Inf"} 1' in text
