@@ -8,7 +8,7 @@ both `generate` and `evaluate`; plain `bfcl evaluate` does not know the key.
 
 The client runs it as a fresh subprocess per phase with BFCL_PROJECT_ROOT set to the pass folder:
 
-    TOOLCANARY_EVALUATE_SERVED_MODEL=run1-step0200 BFCL_PROJECT_ROOT=/tmp/p OPENAI_BASE_URL=http://127.0.0.1:8000/v1 \\
+    TOOLCANARY_EVALUATE_SERVED_MODEL=run1-step0200 BFCL_PROJECT_ROOT=volumes/results/run1/passes/step_0200_pass_1/bfcl OPENAI_BASE_URL=http://127.0.0.1:8000/v1 \\
       OPENAI_API_KEY=EMPTY python -m toolcanary.evaluate.bfcl_wrapper generate --model toolcanary-served-FC --run-ids
 """
 

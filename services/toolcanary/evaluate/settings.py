@@ -1,7 +1,7 @@
 """Every default of the evaluation client, in one place, with its environment-variable override.
 
 Each field `name` can be set with `TOOLCANARY_EVALUATE_<NAME>` (the two shared folders use
-`TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_CHECKPOINTS_DIR`); the CLI flags of the same name beat both.
+`TOOLCANARY_RESULTS_DIR`, `TOOLCANARY_CHECKPOINTS_DIR` and the stack's `TOOLCANARY_RUN`); the CLI flags of the same name beat both.
 
     from toolcanary.evaluate.settings import EvalSettings
     settings = EvalSettings.from_env()
@@ -17,7 +17,7 @@ from pathlib import Path
 from toolcanary.contract.errors import ContractError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_DIRS = {"results_dir": "TOOLCANARY_RESULTS_DIR", "checkpoints_dir": "TOOLCANARY_CHECKPOINTS_DIR"}
+SHARED_NAMES = {"results_dir": "TOOLCANARY_RESULTS_DIR", "checkpoints_dir": "TOOLCANARY_CHECKPOINTS_DIR", "run": "TOOLCANARY_RUN"}
 ENV_PREFIX = "TOOLCANARY_EVALUATE_"
 
 
@@ -25,6 +25,8 @@ ENV_PREFIX = "TOOLCANARY_EVALUATE_"
 class EvalSettings:
     """Defaults for `python -m toolcanary.evaluate`; see docs/evaluate.md for the meaning of each."""
 
+    # The run id when --run is not given (the compose stack sets TOOLCANARY_RUN).
+    run: str = ""
     results_dir: Path = REPO_ROOT / "volumes" / "results"
     checkpoints_dir: Path = REPO_ROOT / "volumes" / "checkpoints"
     base_url: str = "http://127.0.0.1:8000/v1"
@@ -59,7 +61,7 @@ class EvalSettings:
         environ = dict(os.environ if environ is None else environ)
         values: dict[str, object] = {}
         for spec in dataclasses.fields(cls):
-            name = SHARED_DIRS.get(spec.name, ENV_PREFIX + spec.name.upper())
+            name = SHARED_NAMES.get(spec.name, ENV_PREFIX + spec.name.upper())
             if name in environ:
                 values[spec.name] = convert(name, environ[name], getattr(cls(), spec.name))
         return cls(**values)

@@ -1,0 +1,109 @@
+"""Run bfcl-eval's generate and evaluate phases, each in a fresh subprocess, with a progress bar.
+
+A fresh process per phase matters: bfcl-eval caches multi-turn backends in module globals, so two
+phases (or two passes) in one process can leak state into each other. The child is killed if the client
+dies, so a killed pass never keeps writing into a folder that a resume is cleaning.
+
+    python -c "from toolcanary.evaluate.phases import run_phase; help(run_phase)"
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from tqdm import tqdm
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.evaluate.result_files import progress_counts
+
+log = logging.getLogger(__name__)
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass  # not Linux: the lock in pass_folder still stops two clients from sharing a folder
+
+
+def bfcl_env(bfcl_root: Path, base_url: str, api_key: str, served_model: str, registry_key: str,
+             timeout_s: float, retries: int) -> dict[str, str]:
+    """The child's environment: only what this pass sets, so nothing stale (e.g. a .env) redirects it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "BFCL_", "REMOTE_OPENAI"))}
+    env.update(
+        BFCL_PROJECT_ROOT=str(bfcl_root), OPENAI_BASE_URL=base_url, OPENAI_API_KEY=api_key,
+        TOOLCANARY_EVALUATE_SERVED_MODEL=served_model, TOOLCANARY_EVALUATE_REGISTRY_KEY=registry_key,
+        TOOLCANARY_EVALUATE_REQUEST_TIMEOUT_S=str(timeout_s), TOOLCANARY_EVALUATE_REQUEST_RETRIES=str(retries),
+        HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+def run_phase(
+    name: str, args: list[str], env: dict[str, str], log_file: Path, timeout_s: float,
+    progress: Callable[[], None] | None = None,
+) -> float:
+    """Run `python -m toolcanary.evaluate.bfcl_wrapper <args>`; return its wall time in seconds.
+
+    Raises:
+        ContractError: the phase exited non-zero or ran past `timeout_s` (the log's tail is in the message).
+    """
+    if (Path(env["BFCL_PROJECT_ROOT"]) / ".env").exists():
+        raise ContractError(env["BFCL_PROJECT_ROOT"], "a BFCL project root without .env", "a .env file",
+                            "bfcl-eval lets .env override the server address; remove it")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "toolcanary.evaluate.bfcl_wrapper", *args]
+    start = time.monotonic()
+    with log_file.open("ab") as out:
+        child = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, preexec_fn=die_with_parent)
+        try:
+            while child.poll() is None:
+                if time.monotonic() - start > timeout_s:
+                    child.kill()
+                    child.wait()
+                    raise ContractError(f"bfcl {name}", f"to finish within {timeout_s:.0f} s", "a timeout",
+                                        f"See {log_file}; raise TOOLCANARY_EVALUATE_PHASE_TIMEOUT_S or check the server")
+                if progress:
+                    progress()
+                time.sleep(0.5)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+    if progress:
+        progress()
+    if child.returncode != 0:
+        tail = log_file.read_text(errors="replace")[-1500:]
+        raise ContractError(f"bfcl {name}", "exit status 0", f"{child.returncode}; log tail:\n{tail}",
+                            f"Full log: {log_file}")
+    return time.monotonic() - start
+
+
+class GenerateProgress:
+    """tqdm bar over items done / total with the error count so far, fed by polling the result files."""
+
+    def __init__(self, result_dir: Path, total: int, already: int) -> None:
+        self.result_dir, self.errors = result_dir, -1
+        self.bar = tqdm(total=total, initial=already, desc="generate", unit="item", dynamic_ncols=True)
+
+    def __call__(self) -> None:
+        done, errors = progress_counts(self.result_dir)
+        # bfcl-eval rewrites a whole result file per item, so a read can catch one half written.
+        done = min(max(done, self.bar.n), self.bar.total)
+        if done != self.bar.n or errors != self.errors:
+            self.errors = errors
+            self.bar.set_postfix(errors=errors, refresh=False)
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()

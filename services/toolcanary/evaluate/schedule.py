@@ -1,0 +1,130 @@
+"""eval-all and watch: score every published checkpoint of a run, plus the repeats, through a Serving.
+
+Published checkpoints are the JSON lines of `<checkpoints>/<run>/published.jsonl`
+({"step": N, "path": "...", "weights_sha256": "..."}). A (step, pass) is done when its rows are in the
+run's CSV; a pass folder without rows is resumed, so an interrupted eval-all picks up where it stopped.
+
+    python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
+    python -m toolcanary.evaluate watch --run grpo1 --serving local --serve-command "..." --until-step 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolcanary.contract.csv_schemas import read_bfcl_by_category
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.manifests import read_checkpoint_manifest
+from toolcanary.evaluate.pass_folder import PassPaths
+from toolcanary.evaluate.runner import PassOptions, run_pass
+from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
+from toolcanary.evaluate.settings import EvalSettings
+from toolcanary.serve.command import served_model_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Published:
+    step: int
+    path: Path
+    weights_sha256: str
+
+
+def read_published(checkpoints_dir: Path, run: str) -> list[Published]:
+    """Published checkpoints in step order; a bad line is refused with its line number."""
+    path = checkpoints_dir / run / "published.jsonl"
+    if not path.exists():
+        return []
+    found: dict[int, Published] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            entry = Published(int(record["step"]), Path(record["path"]), str(record["weights_sha256"]))
+        except (ValueError, KeyError, TypeError):
+            raise ContractError(f"{path}: line {number}", '{"step": N, "path": "...", "weights_sha256": "..."}',
+                                repr(line[:200]), "Fix the line; the trainer appends one per published checkpoint") from None
+        if not entry.path.is_absolute() or not entry.path.exists():
+            entry = Published(entry.step, checkpoints_dir / run / entry.path.name, entry.weights_sha256)
+        found[entry.step] = entry
+    return [found[s] for s in sorted(found)]
+
+
+def passes_for(step: int, settings: EvalSettings) -> list[int]:
+    return list(range(1, settings.repeat_passes + 1)) if step in settings.repeat_steps else [1]
+
+
+def scored_passes(results_dir: Path, run: str) -> set[tuple[int, int]]:
+    csv_path = PassPaths.of(results_dir, run, 0, 1).csv
+    return {(r.step, r.pass_index) for r in read_bfcl_by_category(csv_path)} if csv_path.exists() else set()
+
+
+def make_serving(settings: EvalSettings, run: str) -> Serving:
+    if settings.serving == "compose":
+        return ComposeServing(settings.compose_command, settings.compose_service)
+    if settings.serving == "local":
+        return LocalProcessServing(settings.serve_command, settings.serve_port, settings.results_dir / run / "serving")
+    raise ContractError("--serving", "local or compose", repr(settings.serving))
+
+
+def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:
+    """Score every missing (step, pass); return those scored. Raises after trying all if any pass failed."""
+    if settings.serving == "local":
+        settings = settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
+    serving = serving or make_serving(settings, run)
+    done = scored_passes(settings.results_dir, run)
+    scored, failures = [], []
+    for entry in read_published(settings.checkpoints_dir, run):
+        todo = [p for p in passes_for(entry.step, settings) if (entry.step, p) not in done]
+        if not todo:
+            continue
+        manifest = read_checkpoint_manifest(entry.path)
+        if manifest.weights_sha256 != entry.weights_sha256:
+            raise ContractError(str(entry.path), f"weights {entry.weights_sha256} as published",
+                                f"weights {manifest.weights_sha256}", "The checkpoint changed after publication")
+        served = served_model_name(run, entry.step, settings.served_model_template)
+        serving.start(entry.step, entry.path, served)
+        try:
+            waited = wait_healthy(settings.base_url, served, settings.health_timeout_s, getattr(serving, "alive", lambda: True))
+            log.info("step %d healthy after %.1f s; passes %s", entry.step, waited, todo)
+            for pass_index in todo:
+                folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
+                opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
+                                   categories=args.categories, sample=args.sample, seed=args.seed,
+                                   ids_file=args.ids_file, checkpoint_dir=entry.path, resume=folder.exists())
+                try:
+                    run_pass(settings, opts)
+                    scored.append((entry.step, pass_index))
+                except ContractError as err:
+                    log.error("step %d pass %d refused: %s", entry.step, pass_index, err)
+                    failures.append(f"step {entry.step} pass {pass_index}: {err}")
+        finally:
+            serving.stop()
+    if failures:
+        raise ContractError(f"eval-all of run {run!r}", "every pass scored", f"{len(failures)} refused: " +
+                            " | ".join(failures), "Fix the cause and rerun eval-all; it resumes those passes")
+    return scored
+
+
+def watch(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:
+    """eval-all every `watch_interval_s` until `--until-step` is fully scored or `--max-idle-s` passes idle."""
+    scored, idle_since = [], time.monotonic()
+    while True:
+        new = eval_all(settings, run, args, serving)
+        scored += new
+        if new:
+            idle_since = time.monotonic()
+        done = scored_passes(settings.results_dir, run)
+        if args.until_step is not None and all((args.until_step, p) in done for p in passes_for(args.until_step, settings)):
+            return scored
+        if args.max_idle_s is not None and time.monotonic() - idle_since > args.max_idle_s:
+            log.info("no new checkpoint for %.0f s; stopping", args.max_idle_s)
+            return scored
+        time.sleep(settings.watch_interval_s)

@@ -1,0 +1,121 @@
+"""Start serving one checkpoint, wait until it is healthy, stop it: for local processes and for compose.
+
+eval-all and watch only use this small interface, so the same scheduling code drives a vLLM process on a
+CPU box and the `serve` container of the GPU stack. Healthy means the server lists the expected
+served-model name, so a container still serving the previous step is never scored by mistake.
+
+    python -c "from toolcanary.evaluate.serving import ComposeServing; print(ComposeServing('docker compose', 'serve').commands(200, 'r-step0200'))"
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.evaluate.phases import die_with_parent
+
+log = logging.getLogger(__name__)
+
+
+class Serving(Protocol):
+    def start(self, step: int, model_dir: Path | None, served_model: str) -> None: ...
+    def stop(self) -> None: ...
+
+
+def wait_healthy(base_url: str, served_model: str, timeout_s: float, alive: Callable[[], bool] = lambda: True) -> float:
+    """Poll GET /models until it lists `served_model`; return the seconds waited.
+
+    Raises:
+        ContractError: the server died or did not list the model within `timeout_s`.
+    """
+    start, delay, last = time.monotonic(), 0.5, "no answer yet"
+    while time.monotonic() - start < timeout_s:
+        if not alive():
+            raise ContractError(f"serving {served_model}", "a running server", "the server process exited",
+                                "See the serving log in <results>/<run>/serving/")
+        try:
+            listing = httpx.get(f"{base_url.rstrip('/')}/models", timeout=10)
+            models = [m.get("id") for m in listing.json().get("data", [])] if listing.status_code == 200 else []
+            if served_model in models:
+                return time.monotonic() - start
+            last = f"HTTP {listing.status_code}, models {models}"
+        except (httpx.HTTPError, ValueError) as err:
+            last = f"{type(err).__name__}"
+        log.debug("waiting for %s at %s: %s", served_model, base_url, last)
+        time.sleep(delay)
+        delay = min(delay * 1.5, 10.0)
+    raise ContractError(f"serving {served_model} at {base_url}", f"the model listed within {timeout_s:.0f} s",
+                        last, "Check the serving log; raise --health-timeout-s for slow starts")
+
+
+class LocalProcessServing:
+    """A serving command run as a child process, e.g. the vLLM command of toolcanary.serve.command."""
+
+    def __init__(self, template: str, port: int, log_dir: Path) -> None:
+        if not template:
+            raise ContractError("--serve-command", "a command template with {model_dir} {served_model} {port}",
+                                "nothing", "Set TOOLCANARY_EVALUATE_SERVE_COMMAND or pass --serve-command")
+        self.template, self.port, self.log_dir = template, port, log_dir
+        self.process: subprocess.Popen | None = None
+
+    def argv(self, step: int, model_dir: Path | None, served_model: str) -> list[str]:
+        return shlex.split(self.template.format(model_dir=model_dir or "", served_model=served_model,
+                                                port=self.port, step=step))
+
+    def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = (self.log_dir / f"step_{step:04d}.log").open("ab")
+        argv = self.argv(step, model_dir, served_model)
+        log.info("serving step %d: %s", step, " ".join(argv))
+        self.process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        preexec_fn=die_with_parent)
+        log_file.close()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+class ComposeServing:
+    """`docker compose up -d serve` with STEP set, then `docker compose stop serve`."""
+
+    def __init__(self, compose_command: str, service: str, execute: Callable[..., object] | None = None) -> None:
+        self.compose, self.service = shlex.split(compose_command), service
+        self.execute = execute or (lambda argv, env: subprocess.run(argv, env=env, check=True))
+
+    def commands(self, step: int, served_model: str) -> tuple[list[str], dict[str, str], list[str]]:
+        """(up argv, the variables it adds to the environment, stop argv)."""
+        env = {"STEP": str(step), "TOOLCANARY_SERVE_STEP": str(step), "TOOLCANARY_SERVE_MODEL_NAME": served_model}
+        return [*self.compose, "up", "-d", self.service], env, [*self.compose, "stop", self.service]
+
+    def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
+        up, env, _ = self.commands(step, served_model)
+        log.info("serving step %d: %s (%s)", step, " ".join(up), env)
+        self.execute(up, {**os.environ, **env})
+
+    def alive(self) -> bool:
+        return True
+
+    def stop(self) -> None:
+        stop = [*self.compose, "stop", self.service]
+        log.info("stopping: %s", " ".join(stop))
+        self.execute(stop, dict(os.environ))

@@ -1,0 +1,84 @@
+"""Serve one published checkpoint with vLLM's OpenAI server: `python -m toolcanary.serve --run R --step N`.
+
+It refuses a checkpoint folder without a complete manifest (a publish still in progress), names the
+model `<run>-stepNNNN` so a client can never score a stale server by mistake, and then replaces itself
+with the vLLM process (exec), so signals and the exit status are vLLM's own.
+
+    python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager --max-model-len 2048
+    python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --dry-run
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from toolcanary.contract import ContractError, read_checkpoint_manifest
+from toolcanary.serve.command import served_model_name, vllm_command
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def checkpoints_root() -> Path:
+    return Path(os.environ.get("TOOLCANARY_CHECKPOINTS_DIR", REPO_ROOT / "volumes" / "checkpoints"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m toolcanary.serve",
+        description="Serve one published checkpoint with vLLM's OpenAI server and ToolCanary's parser flags.",
+        epilog=(
+            "examples:\n"
+            "  python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager\n"
+            "  python -m toolcanary.serve --run trustee-qwen3-4b-run1 --step 200 --host 0.0.0.0\n"
+            "  python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0000 --dry-run"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = parser.add_argument_group("which checkpoint")
+    where.add_argument("--run", help="run id (with --step)")
+    where.add_argument("--step", type=int, help="training step of the checkpoint (with --run)")
+    where.add_argument("--checkpoint", type=Path, help="a checkpoint folder, instead of --run/--step")
+    server = parser.add_argument_group("server")
+    server.add_argument("--host", default="127.0.0.1")
+    server.add_argument("--port", type=int, default=8000)
+    server.add_argument("--max-model-len", type=int, default=None)
+    server.add_argument("--served-model-name", help="default: <run>-stepNNNN from the manifest")
+    parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
+    parser.add_argument("vllm_args", nargs="*", help="extra vLLM flags, after --")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.checkpoint is None:
+        if args.run is None or args.step is None:
+            build_parser().error("give --run and --step, or --checkpoint DIR")
+        args.checkpoint = checkpoints_root() / args.run / f"step_{args.step:04d}"
+    try:
+        manifest = read_checkpoint_manifest(args.checkpoint)
+    except ContractError as err:
+        print(f"serve: {err}", file=sys.stderr)
+        return 2
+    argv_ = vllm_command(
+        str(args.checkpoint.resolve()),
+        args.served_model_name or served_model_name(manifest.run, manifest.step),
+        host=args.host,
+        port=args.port,
+        max_model_len=args.max_model_len,
+        extra=tuple(args.vllm_args),
+    )
+    if args.dry_run:
+        print(" ".join(argv_))
+        return 0
+    # The CPU build sizes its KV cache from this; 1 GiB is plenty for the tiny policies.
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    sys.stdout.flush()
+    os.execv(argv_[0], argv_)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

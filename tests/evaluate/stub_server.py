@@ -1,0 +1,150 @@
+"""A stub OpenAI-compatible server for the evaluation tests and benchmark (stdlib HTTP, 127.0.0.1 only).
+
+Modes: `oracle` (answers from BFCL's ground truth), `abstain` (never calls), `error` (HTTP 500 on every
+BFCL request), `drop` (closes the connection without answering), `empty` (200 with no content, no calls and no
+tokens), `noparser` (tool calls left as
+`<tool_call>` text in content, like vLLM without a tool parser), `overlong` (oracle, but HTTP 400 with
+vLLM's context-length message for prompts over `--max-chars`). The preflight probe is answered correctly in
+every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each answer.
+
+    .venvs/eval/bin/python tests/evaluate/stub_server.py --port 8011 --model demo-step0000 --mode oracle
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle_answers import OracleIndex  # noqa: E402
+
+MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong")
+_INDEX: OracleIndex | None = None
+_INDEX_LOCK = threading.Lock()
+
+
+def oracle_index() -> OracleIndex:
+    global _INDEX
+    with _INDEX_LOCK:
+        if _INDEX is None:
+            _INDEX = OracleIndex()
+        return _INDEX
+
+
+class StubServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, port: int, model: str, mode: str, delay: float = 0.0, max_chars: int = 4000,
+                 max_model_len: int = 40960) -> None:
+        assert mode in MODES, mode
+        self.model, self.mode, self.delay, self.max_chars, self.max_model_len = model, mode, delay, max_chars, max_model_len
+        self.requests = 0
+        self.index = oracle_index() if mode in ("oracle", "overlong") else None
+        super().__init__(("127.0.0.1", port), Handler)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def start(self) -> StubServer:
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+def _completion(model: str, content: str | None, calls: list[tuple[str, dict]], prompt_chars: int) -> dict:
+    tool_calls = [{"id": f"call_{i}", "type": "function",
+                   "function": {"name": name, "arguments": json.dumps(args)}} for i, (name, args) in enumerate(calls)]
+    message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+            "usage": {"prompt_tokens": prompt_chars // 4 + 1, "completion_tokens": 7, "total_tokens": prompt_chars // 4 + 8}}
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: StubServer
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _send(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") in ("/v1/models", "/health"):
+            self._send(200, {"object": "list", "data": [
+                {"id": self.server.model, "object": "model", "max_model_len": self.server.max_model_len}]})
+        else:
+            self._send(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            return self._send(404, {"error": "not found"})
+        if body.get("model") != self.server.model:
+            return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+        self.server.requests += 1
+        messages, tools, mode = body.get("messages", []), body.get("tools", []), self.server.mode
+        prompt_chars = len(json.dumps(messages)) + len(json.dumps(tools))
+        is_probe = len(messages) == 1 and "Call the get_weather tool." in str(messages[0].get("content"))
+        if self.server.delay:
+            time.sleep(self.server.delay)
+        if is_probe:
+            calls = [("get_weather", {"city": "Paris"})]
+            if mode == "noparser":
+                text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+                return self._send(200, _completion(self.server.model, text, [], prompt_chars))
+            return self._send(200, _completion(self.server.model, None, calls, prompt_chars))
+        if mode == "error":
+            return self._send(500, {"error": {"message": "stub: internal server error"}})
+        if mode == "drop":
+            self.close_connection = True
+            self.connection.close()
+            return None
+        if mode == "empty":
+            reply = _completion(self.server.model, "", [], prompt_chars)
+            reply["usage"]["completion_tokens"] = 0
+            return self._send(200, reply)
+        if mode == "overlong" and prompt_chars > self.server.max_chars:
+            return self._send(400, {"object": "error", "type": "BadRequestError", "code": 400, "message":
+                                    f"This model's maximum context length is {self.server.max_chars // 4} tokens. "
+                                    f"However, your request has {prompt_chars // 4} input tokens. "
+                                    "Please reduce the length of the input messages."})
+        if mode == "abstain" or self.server.index is None:
+            return self._send(200, _completion(self.server.model, "I cannot help with that.", [], prompt_chars))
+        calls = self.server.index.answer(messages, tools) or []
+        if mode == "noparser" and calls:
+            text = "".join(f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>' for n, a in calls)
+            return self._send(200, _completion(self.server.model, text, [], prompt_chars))
+        return self._send(200, _completion(self.server.model, None if calls else "Done.", calls, prompt_chars))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--mode", choices=MODES, default="oracle")
+    parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--max-chars", type=int, default=4000)
+    args = parser.parse_args()
+    server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars)
+    print(f"stub {args.mode} serving {args.model} at {server.base_url}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

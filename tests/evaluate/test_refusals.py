@@ -1,0 +1,121 @@
+"""Guards that refuse a pass before or after bfcl-eval runs: broken servers, reused folders, bad ids.
+
+Each refusal must exit non-zero, say what was found and what to do, and leave no rows in the run's CSV.
+A server that errors on every request must never show up as 100 % abstention.
+
+    .venvs/eval/bin/python -m pytest tests/evaluate/test_refusals.py -q
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import cli, read_csv, run_args
+
+CATS = ["irrelevance", "simple_python"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("mode", "kind"), [("error", "request_error"), ("drop", "request_error"), ("empty", "empty_response")])
+def test_a_failing_server_fails_the_pass_instead_of_scoring_perfect_abstention(tmp_path, make_stub, mode, kind):
+    server = make_stub(mode)
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--categories", *CATS, "--sample", "3"))
+    assert done.returncode == 3, done.stderr
+    assert "failed requests" in done.stderr and "--resume" in done.stderr
+    assert read_csv(tmp_path / "r" / "bfcl_by_category.csv") == []
+    failure = json.loads((tmp_path / "r/passes/step_0000_pass_1/failure.json").read_text())
+    assert failure["counts"] == {kind: 6}
+    assert not (tmp_path / "r/passes/step_0000_pass_1/outcomes.jsonl").exists()
+
+
+def test_a_server_without_the_tool_parser_fails_the_probe(tmp_path, make_stub):
+    server = make_stub("noparser")
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--categories", *CATS))
+    assert done.returncode == 2
+    assert "raw <tool_call> text" in done.stderr and "--tool-call-parser hermes" in done.stderr
+    assert read_csv(tmp_path / "r" / "bfcl_by_category.csv") == []
+    assert not (tmp_path / "r/passes/step_0000_pass_1/bfcl").exists()
+
+
+def test_a_server_that_is_down_fails_the_probe_and_leaves_the_pass_fresh(tmp_path, make_stub):
+    server = make_stub("oracle")
+    server.stop()
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--categories", *CATS))
+    assert done.returncode == 2 and "ConnectError" in done.stderr
+    assert [p.name for p in (tmp_path / "r/passes/step_0000_pass_1").iterdir()] == [".lock"]
+
+
+def test_a_server_serving_another_model_fails_the_probe(tmp_path, make_stub):
+    server = make_stub("oracle", model="run-step0150")
+    args = run_args("r", server, "--base-model", "m", "--categories", *CATS)
+    args[args.index("--model") + 1] = "run-step0200"
+    done = cli(tmp_path, *args)
+    assert done.returncode == 2
+    assert "'run-step0200'" in done.stderr and "run-step0150" in done.stderr
+
+
+def test_unknown_sample_ids_are_refused_with_a_suggestion(tmp_path, make_stub):
+    server = make_stub("oracle")
+    ids = tmp_path / "ids.json"
+    ids.write_text(json.dumps({"memory_kv": ["memory_kv_0"], "simple_python": ["simple_python_1", "simple_python_9999"]}))
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--ids-file", str(ids)))
+    assert done.returncode == 2
+    assert "'memory_kv_0' in memory_kv (did you mean 'memory_kv_" in done.stderr
+    assert "simple_python_9999" in done.stderr and "simple_python_1'" not in done.stderr
+    assert not (tmp_path / "r" / "passes").exists()
+
+
+def test_an_unknown_category_is_refused_with_a_suggestion(tmp_path, make_stub):
+    server = make_stub("oracle")
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--categories", "irrelevence"))
+    assert done.returncode == 2 and "Did you mean" in done.stderr and "'irrelevance'" in done.stderr
+
+
+def test_a_pass_folder_that_holds_results_is_never_reused(tmp_path, make_stub):
+    server = make_stub("oracle")
+    folder = tmp_path / "r/passes/step_0000_pass_1/bfcl/result"
+    folder.mkdir(parents=True)
+    (folder / "old.json").write_text("{}\n")
+    done = cli(tmp_path, *run_args("r", server, "--base-model", "m", "--categories", *CATS))
+    assert done.returncode == 2
+    assert "a fresh result folder" in done.stderr and "--resume" in done.stderr
+    assert (folder / "old.json").read_text() == "{}\n"
+
+
+def test_a_missing_checkpoint_needs_an_explicit_base_model(tmp_path, make_stub):
+    server = make_stub("oracle")
+    done = cli(tmp_path, *run_args("r", server, "--categories", *CATS, step=200))
+    assert done.returncode == 2
+    assert "step_0200" in done.stderr and "--base-model" in done.stderr
+
+
+def test_every_subcommand_has_examples_in_its_help(tmp_path):
+    for command in ("run", "eval-all", "watch"):
+        done = cli(tmp_path, command, "--help")
+        assert done.returncode == 0 and "examples:" in done.stdout and "python -m toolcanary.evaluate" in done.stdout
+
+
+def test_a_dot_env_in_the_project_root_is_refused_and_inherited_server_settings_are_dropped(tmp_path, monkeypatch):
+    from toolcanary.contract.errors import ContractError
+    from toolcanary.evaluate.phases import bfcl_env, run_phase
+
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://stale:1/v1")
+    monkeypatch.setenv("BFCL_PROJECT_ROOT", "/somewhere/else")
+    env = bfcl_env(tmp_path, "http://127.0.0.1:9/v1", "EMPTY", "m", "toolcanary-served-FC", 5.0, 0)
+    assert (env["OPENAI_BASE_URL"], env["BFCL_PROJECT_ROOT"]) == ("http://127.0.0.1:9/v1", str(tmp_path))
+    (tmp_path / ".env").write_text("OPENAI_BASE_URL=http://stale:1/v1\n")
+    with pytest.raises(ContractError, match="override the server address"):
+        run_phase("generate", ["generate"], env, tmp_path / "generate.log", 5.0)
+    assert not (tmp_path / "generate.log").exists()
+
+
+def test_a_registry_key_bfcl_would_mangle_is_refused(tmp_path):
+    from toolcanary.contract.errors import ContractError
+    from toolcanary.evaluate.runner import PassOptions, run_pass
+    from toolcanary.evaluate.settings import EvalSettings
+
+    for key in ("toolcanary_served-FC", "toolcanary-served"):
+        with pytest.raises(ContractError, match="without '_' that contains 'FC'"):
+            run_pass(EvalSettings(results_dir=tmp_path, registry_key=key), PassOptions("r", 0, 1, "m", base_model="m"))
+    assert not (tmp_path / "r").exists()

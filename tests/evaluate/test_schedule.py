@@ -1,0 +1,104 @@
+"""eval-all and watch: published checkpoints, repeats, and the serving interface (local process, compose).
+
+The local test serves each step with the stub server as the "vLLM command", so the same code path that
+starts vLLM on CPU is exercised end to end. The compose one checks the commands it would run.
+
+    .venvs/eval/bin/python -m pytest tests/evaluate/test_schedule.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import cli, make_checkpoint
+
+from toolcanary.contract.csv_schemas import read_bfcl_by_category
+from toolcanary.contract.errors import ContractError
+from toolcanary.evaluate.schedule import passes_for, read_published
+from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing
+from toolcanary.evaluate.settings import EvalSettings
+from toolcanary.serve.command import TOOL_FLAGS, served_model_name, vllm_command
+
+STUB = Path(__file__).parent / "stub_server.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def publish(checkpoints: Path, run: str, steps: list[int]) -> None:
+    lines = []
+    for step in steps:
+        folder = make_checkpoint(checkpoints, run, step, payload=f"weights {step}".encode())
+        manifest = json.loads((folder / "manifest.json").read_text())
+        lines.append(json.dumps({"step": step, "path": str(folder), "weights_sha256": manifest["weights_sha256"]}))
+    (checkpoints / run / "published.jsonl").write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.slow
+def test_eval_all_scores_each_published_checkpoint_once_through_local_serving(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    publish(checkpoints, "g", [0, 10])
+    port = free_port()
+    serve = f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle"
+    args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(port),
+            "--repeat-steps", "--categories", "irrelevance", "simple_python", "--sample", "1"]
+    done = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
+    assert done.returncode == 0, done.stderr
+    assert "2 passes scored: step 0 pass 1, step 10 pass 1" in done.stdout
+    rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
+    assert sorted({(r.step, r.pass_index) for r in rows}) == [(0, 1), (10, 1)]
+    assert (tmp_path / "g/serving/step_0010.log").read_text().startswith("stub oracle serving g-step0010")
+    again = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
+    assert again.returncode == 0 and "0 passes scored" in again.stdout
+    watched = cli(tmp_path, "watch", *args, "--until-step", "10", checkpoints=checkpoints)
+    assert watched.returncode == 0 and "0 passes scored" in watched.stdout
+
+
+def test_repeats_follow_the_toolcanary_design():
+    settings = EvalSettings()
+    assert [passes_for(s, settings) for s in (0, 10, 150, 200)] == [[1, 2, 3], [1], [1, 2, 3], [1, 2, 3]]
+
+
+def test_compose_serving_runs_up_with_the_step_then_stop():
+    calls = []
+    serving = ComposeServing("docker compose -f compose.yaml", "serve", execute=lambda argv, env: calls.append((argv, env)))
+    serving.start(200, None, "grpo1-step0200")
+    serving.stop()
+    (up, up_env), (stop, _) = calls
+    assert up == ["docker", "compose", "-f", "compose.yaml", "up", "-d", "serve"]
+    assert (up_env["STEP"], up_env["TOOLCANARY_SERVE_MODEL_NAME"]) == ("200", "grpo1-step0200")
+    assert stop == ["docker", "compose", "-f", "compose.yaml", "stop", "serve"]
+
+
+def test_the_local_serving_command_is_the_shared_vllm_command_line(tmp_path):
+    argv = vllm_command("/ckpt/step_0200", served_model_name("grpo1", 200), port=8012, python="python")
+    assert argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]
+    assert "grpo1-step0200" in argv and " ".join(TOOL_FLAGS) in " ".join(argv)
+    template = "python -m vllm.entrypoints.openai.api_server --model {model_dir} --served-model-name {served_model} --port {port}"
+    local = LocalProcessServing(template, 8012, tmp_path)
+    assert local.argv(200, Path("/ckpt/step_0200"), "grpo1-step0200")[4:] == [
+        "/ckpt/step_0200", "--served-model-name", "grpo1-step0200", "--port", "8012"]
+    with pytest.raises(ContractError, match="TOOLCANARY_EVALUATE_SERVE_COMMAND"):
+        LocalProcessServing("", 8012, tmp_path)
+
+
+def test_a_bad_published_line_is_refused_with_its_line_number(tmp_path):
+    (tmp_path / "g").mkdir()
+    (tmp_path / "g/published.jsonl").write_text('{"step": 10, "path": "x", "weights_sha256": "ab"}\n{"step": 20}\n')
+    with pytest.raises(ContractError, match="line 2"):
+        read_published(tmp_path, "g")
+
+
+def test_settings_come_from_the_environment_with_clear_errors():
+    settings = EvalSettings.from_env({"TOOLCANARY_RESULTS_DIR": "/r", "TOOLCANARY_EVALUATE_THREADS": "3",
+                                      "TOOLCANARY_EVALUATE_REPEAT_STEPS": "0,50"})
+    assert (str(settings.results_dir), settings.threads, settings.repeat_steps) == ("/r", 3, (0, 50))
+    with pytest.raises(ContractError, match="TOOLCANARY_EVALUATE_THREADS"):
+        EvalSettings.from_env({"TOOLCANARY_EVALUATE_THREADS": "many"})
