@@ -35,10 +35,12 @@ class TrainSettings:
     runs_dir: Path = REPO_ROOT / "volumes" / "runs"
     policy: Path | None = field(default=None, metadata={"help": "policy folder; none: build the tiny one"})
     seed: int = 0
+    # One thread: on a shared 2-core machine two OpenMP threads made an update 3-15x slower, not faster.
+    torch_threads: int = 1
     # GRPO: tasks x n episodes per step, one on-policy update, verl's clipped loss plus low-variance KL.
     tasks_per_step: int = 4
     rollouts_per_task: int = 4
-    lr: float = 2e-3
+    lr: float = 1e-4
     clip_ratio: float = 0.2
     kl_coef: float = 0.001
     kl_type: str = "low_var_kl"
@@ -50,6 +52,7 @@ class TrainSettings:
     response_length: int = 512
     max_turn_tokens: int = 48
     enable_thinking: bool = False
+    max_tools: int = field(default=1, metadata={"help": "cap on tools per task; tool schemas dominate CPU cost"})
     max_parallel_calls: int = 3
     max_tool_response_chars: int = 512
     # Curriculum (TRUSTEE's values).
@@ -58,8 +61,11 @@ class TrainSettings:
     no_call_fraction: float = 0.0
     # Supervised warm start on the scripted simulator's gold trajectories.
     warm_start: bool = True
-    warm_start_tasks: int = 24
-    warm_start_steps: int = 120
+    warm_start_tasks: int = 16
+    warm_start_steps: int = 150
+    task_pool: int = field(default=8, metadata={
+        "help": "cycle this many fixed tasks (0: a fresh task per group, as TRUSTEE); the tiny policy can learn "
+                "a handful of tasks, not the library, so only this makes its reward move"})
     warm_start_lr: float = 3e-3
     # Simulator HTTP: per-role timeouts (seconds), transport retries, requests in flight.
     task_timeout_s: float = 300.0

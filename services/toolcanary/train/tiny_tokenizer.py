@@ -3,7 +3,9 @@
 The tiny CPU policy needs a vocabulary small enough that a GRPO step costs well under a second per
 sequence, yet every Qwen3 control token (`<|im_start|>`, `<tool_call>`, `<think>`, ...) as one id, in
 Qwen3's order, so that vLLM's hermes parser and verl's Qwen Continuous Token builder treat it as Qwen3.
-The corpus is generated from a fixed seed, so two builds give byte-identical files.
+The corpus is generated from a fixed seed, plus the tool schemas of the scripted simulator's default
+library when it is installed (tool descriptions dominate prompt length, so learning their words keeps a
+CPU step cheap); the same inputs give byte-identical files.
 
     from toolcanary.train.tiny_tokenizer import build_tokenizer
     tokenizer = build_tokenizer(chat_template_text)
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -29,7 +32,7 @@ NON_SPECIAL_TOKENS = (
     "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
     "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
 )
-VOCAB_SIZE = 1500
+VOCAB_SIZE = 4096
 
 _WORDS = (
     "the a an to of and in for on with from by at is are was be can please help me my i you your we "
@@ -75,6 +78,17 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
     return corpus
 
 
+def library_corpus() -> list[str]:
+    """One line per tool schema of the simulator's default library, as the chat template renders tools."""
+    try:
+        from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
+    except ImportError:  # an image without the simulator: the synthetic corpus alone still covers every byte
+        return []
+    library = json.loads(Path(DEFAULT_LIBRARY_PATH).read_text())
+    return [json.dumps({"type": "function", "function": tool["function"]}, ensure_ascii=False)
+            for toolsets in library.values() for tools in toolsets.values() for tool in tools]
+
+
 def build_tokenizer(chat_template: str, seed: int = 0, vocab_size: int = VOCAB_SIZE) -> PreTrainedTokenizerFast:
     """Train the BPE on the synthetic corpus and wrap it as a Qwen-style fast tokenizer."""
     tok = Tokenizer(models.BPE())
@@ -88,7 +102,7 @@ def build_tokenizer(chat_template: str, seed: int = 0, vocab_size: int = VOCAB_S
         vocab_size=vocab_size, show_progress=False, special_tokens=[],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    tok.train_from_iterator(synthetic_corpus(seed), trainer=trainer)
+    tok.train_from_iterator(synthetic_corpus(seed) + library_corpus(), trainer=trainer)
     base = tok.get_vocab_size()
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in SPECIAL_TOKENS])
     tok.add_tokens([AddedToken(t, normalized=False, special=False) for t in NON_SPECIAL_TOKENS])

@@ -1,0 +1,93 @@
+"""Command line of the trainer: the CPU embedded run, the tiny-policy builder, the GPU recipe's seed rows.
+
+    python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
+    python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
+    python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.train.settings import TrainSettings
+
+EPILOG = """examples:
+  python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
+  python -m toolcanary.train cpu --run demo --steps 20 --save-every 5 --simulator-url http://127.0.0.1:8300
+  TOOLCANARY_CHECKPOINTS_DIR=/data/ckpt python -m toolcanary.train cpu --run demo --steps 4 --no-warm-start
+  python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
+  python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
+"""
+
+
+def _add_settings(parser: argparse.ArgumentParser) -> None:
+    defaults = TrainSettings()
+    group = parser.add_argument_group("settings (defaults; each also TOOLCANARY_TRAIN_<NAME>)")
+    for f in fields(TrainSettings):
+        flag = "--" + f.name.replace("_", "-")
+        default = getattr(defaults, f.name)
+        text = str(f.type)
+        if "bool" in text:
+            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                               help=f"default {default}")
+            continue
+        kind = int if text == "int" else float if text == "float" else str
+        group.add_argument(flag, dest=f.name, type=kind, default=None,
+                           help=f"{f.metadata.get('help', '')} (default {default})".strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m toolcanary.train", description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    cpu = sub.add_parser("cpu", help="GRPO on the tiny policy against the scripted simulator", parents=[common],
+                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    cpu.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_settings(cpu)
+    build = sub.add_parser("build-policy", help="write the tiny Qwen3 policy (deterministic)", parents=[common],
+                           formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    build.add_argument("--out", type=Path, required=True, help="folder to write (created or overwritten)")
+    build.add_argument("--seed", type=int, default=0)
+    seed = sub.add_parser("seed-data", help="write the placeholder parquet rows the GPU recipe batches",
+                          parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
+    seed.add_argument("--rows", type=int, default=3200, help="tasks per step x steps (default 16 x 200)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("verl").setLevel(logging.WARNING)  # verl logs its token-builder choice once per episode
+    try:
+        if args.command == "build-policy":
+            from toolcanary.train.tiny_policy import build_tiny_policy
+
+            print(build_tiny_policy(args.out, seed=args.seed))
+            return 0
+        if args.command == "seed-data":
+            from toolcanary.train.seed_data import write_seed_data
+
+            print("\n".join(str(p) for p in write_seed_data(args.out, args.rows)))
+            return 0
+        overrides = {f.name: getattr(args, f.name) for f in fields(TrainSettings)}
+        settings = TrainSettings.from_env(**overrides)
+        from toolcanary.train.cpu_run import train_cpu
+
+        print(json.dumps(train_cpu(settings, progress=not args.quiet), indent=2))
+        return 0
+    except ContractError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

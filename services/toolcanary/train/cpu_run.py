@@ -1,0 +1,137 @@
+"""The CPU embedded run: GRPO on the tiny policy against the scripted simulator, end to end.
+
+Per step: draw one task setting per GRPO group from the curriculum, run groups x n episodes through the
+agent loop with the transformers generation client, apply one GRPO update with verl's core_algos, append
+the step's row to `train_metrics.csv` and its episodes to `episodes.jsonl`, move the curriculum, and every
+`save_every` steps save the trainer state and publish a checkpoint. A rerun with the same `--run`
+resumes from the last saved state. Step 0 (the starting policy, after the warm start) is published too.
+
+    python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import logging
+import random
+import time
+from pathlib import Path
+
+import torch
+
+from toolcanary.train.curriculum import Curriculum
+from toolcanary.train.embedded_simulator import EmbeddedSimulator
+from toolcanary.train.generation_client import TransformersGenerationClient
+from toolcanary.train.gold import gold_conversations, warm_start_requests
+from toolcanary.train.grpo import GrpoConfig, grpo_update
+from toolcanary.train.metrics import append_episodes, append_metrics_row, drop_steps_after, step_row
+from toolcanary.train.publisher import publish_checkpoint, remove_partial
+from toolcanary.train.rollout import EpisodeRunner, step_specs
+from toolcanary.train.settings import TrainSettings
+from toolcanary.train.tiny_policy import TINY_BASE_MODEL, build_tiny_policy, load_policy
+from toolcanary.train.trainer_state import latest_state, load_state, save_state
+from toolcanary.train.warm_start import encode_conversations, warm_start
+
+logger = logging.getLogger(__name__)
+
+
+def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool):
+    """(model, tokenizer, base model name): the reference folder if it exists, else built and warm-started."""
+    state_dir = settings.run_state()
+    reference = state_dir / "reference"
+    if (reference / "config.json").exists():
+        model, tokenizer = load_policy(reference)
+        return model, tokenizer, (reference / "BASE_MODEL").read_text().strip()
+    base_name = str(settings.policy) if settings.policy else TINY_BASE_MODEL
+    folder = settings.policy or build_tiny_policy(state_dir / "base_policy", seed=settings.seed)
+    model, tokenizer = load_policy(folder)
+    if settings.warm_start:
+        torch.manual_seed(settings.seed)
+        requests = warm_start_requests(run=settings.run, seed=settings.seed, count=settings.warm_start_tasks,
+                                       task_pool=settings.task_pool, max_tools=settings.max_tools,
+                                       epsilon=settings.epsilon, no_call_fraction=settings.no_call_fraction)
+        conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
+        examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
+        warm_start(model, tokenizer, examples, steps=settings.warm_start_steps, lr=settings.warm_start_lr,
+                   batch_size=4, seed=settings.seed, progress=progress)
+    model.save_pretrained(reference, safe_serialization=True)
+    tokenizer.save_pretrained(reference)
+    (reference / "BASE_MODEL").write_text(base_name + "\n")
+    return model, tokenizer, base_name
+
+
+def train_cpu(settings: TrainSettings, progress: bool = True) -> dict:
+    """Run (or resume) the CPU training; returns a summary of what was done."""
+    torch.set_num_threads(max(1, settings.torch_threads))
+    checkpoints, results = settings.run_checkpoints(), settings.run_results()
+    for stale in remove_partial(checkpoints):
+        logger.warning("removed a partial checkpoint left by a killed publish: %s", stale)
+    simulator = (contextlib.nullcontext(settings.simulator_url) if settings.simulator_url
+                 else EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed))
+    with simulator as url:
+        return _train(settings, url, checkpoints, results, progress)
+
+
+def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, progress: bool) -> dict:
+    policy, tokenizer, base_model = _starting_policy(settings, url, progress)
+    reference = copy.deepcopy(policy).eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
+    curriculum = Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
+                            no_call_fraction=settings.no_call_fraction)
+    rng = random.Random(settings.seed)
+    torch.manual_seed(settings.seed)
+    metrics_csv, episodes_jsonl = results / "train_metrics.csv", results / "episodes.jsonl"
+    start = 0
+    saved = latest_state(settings.run_state())
+    if saved is not None:
+        start = int(load_state(saved, policy=policy, optimizer=optimizer, curriculum=curriculum, rng=rng)["step"])
+        logger.info("resumed from %s: step %d, curriculum level %d", saved, start, curriculum.level)
+    else:
+        publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=0, base_model=base_model,
+                           curriculum_level=curriculum.level)
+    drop_steps_after(metrics_csv, episodes_jsonl, start)
+    client = TransformersGenerationClient(policy, tokenizer)
+    runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=settings.prompt_length,
+                           response_length=settings.response_length, enable_thinking=settings.enable_thinking,
+                           loop_options=_loop_options(settings))
+    grpo = GrpoConfig(clip_ratio=settings.clip_ratio, kl_coef=settings.kl_coef, kl_type=settings.kl_type,
+                      loss_agg_mode=settings.loss_agg_mode)
+    params = {"temperature": settings.temperature, "top_p": settings.top_p}
+    published = []
+    for step in range(start + 1, settings.steps + 1):
+        began = time.monotonic()
+        level = curriculum.level
+        specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
+                           rng=rng, run=settings.run, max_tools=settings.max_tools,
+                           task_pool=settings.task_pool, seed=settings.seed)
+        outputs = asyncio.run(runner.run(specs, params, progress=progress))
+        update = grpo_update(policy, reference, optimizer, outputs, config=grpo)
+        records = [o.extra_fields["episode"] for o in outputs]
+        row = step_row(step, records, level=level, update=update, step_seconds=round(time.monotonic() - began, 3))
+        append_metrics_row(metrics_csv, row)
+        append_episodes(episodes_jsonl, records)
+        new_level = curriculum.update(row["reward_mean"])
+        logger.info("step %d: reward %.3f (std %.3f), aborted %.2f, calls/turn %.2f, kl %.4g, level %d -> %d, "
+                    "derived %s, %.1f s", step, row["reward_mean"], row["reward_std"], row["aborted_frac"],
+                    row["tool_call_share"], row["kl"], level, new_level, curriculum.derived().as_dict(),
+                    row["step_seconds"])
+        if step % settings.save_every == 0 or step == settings.steps:
+            save_state(settings.run_state(), step=step, policy=policy, optimizer=optimizer, curriculum=curriculum,
+                       rng=rng)
+            published.append(publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=step,
+                                                base_model=base_model, curriculum_level=curriculum.level))
+    return {"run": settings.run, "resumed_from": start, "last_step": settings.steps,
+            "curriculum_level": curriculum.level, "published": [str(p) for p in published],
+            "train_metrics": str(metrics_csv), "episodes": str(episodes_jsonl)}
+
+
+def _loop_options(settings: TrainSettings) -> dict:
+    return {
+        "max_turn_tokens": settings.max_turn_tokens, "max_parallel_calls": settings.max_parallel_calls,
+        "max_tool_response_chars": settings.max_tool_response_chars, "http_retries": settings.http_retries,
+        "max_in_flight": settings.max_in_flight,
+        "timeouts": {"task": settings.task_timeout_s, "tool": settings.tool_timeout_s,
+                     "user": settings.user_timeout_s, "verify": settings.verify_timeout_s},
+    }

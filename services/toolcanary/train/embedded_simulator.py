@@ -1,0 +1,77 @@
+"""Start the scripted simulator as a child process on a free loopback port, and stop it again.
+
+The CPU run uses this when no `--simulator-url` is given; tests use it to run against the real service.
+
+    with EmbeddedSimulator(run="demo", runs_dir=Path("volumes/runs")) as url:
+        ...  # POST f"{url}/v1/task"
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+logger = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class EmbeddedSimulator:
+    """`python -m toolcanary.simulator serve --backend scripted` as a context manager yielding its URL."""
+
+    def __init__(self, run: str, runs_dir: Path, seed: int = 0, startup_timeout_s: float = 60.0) -> None:
+        self.run, self.runs_dir, self.seed = run, Path(runs_dir), seed
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> str:
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        log_dir = self.runs_dir / self.run
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self._log = (log_dir / "embedded_simulator.log").open("ab")
+        env = {**os.environ, "TOOLCANARY_RUNS_DIR": str(self.runs_dir)}
+        command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
+                   "--backend", "scripted", "--run", self.run, "--runs-dir", str(self.runs_dir), "--seed", str(self.seed)]
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                self._stop()
+                raise RuntimeError(f"the scripted simulator exited with {self.process.returncode} during startup; "
+                                   f"see {log_dir / 'embedded_simulator.log'}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
+                    logger.info("scripted simulator up at %s (pid %d)", self.url, self.process.pid)
+                    return self.url
+            except httpx.TransportError:
+                pass
+            time.sleep(0.2)
+        self._stop()
+        raise RuntimeError(f"the scripted simulator did not answer /health within {self.startup_timeout_s:g} s")
+
+    def __exit__(self, *exc) -> None:
+        self._stop()
+
+    def _stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        if getattr(self, "_log", None):
+            self._log.close()

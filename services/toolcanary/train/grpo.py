@@ -1,0 +1,118 @@
+"""One GRPO update on CPU with verl's own math: group-normalised outcome advantage, clipped policy loss,
+low-variance KL to a frozen reference, token-mean aggregation.
+
+Aborted episodes arrive with an all-zero response mask; each is given a group of its own, so it adds
+nothing to the loss and does not move its task group's mean or standard deviation.
+
+    stats = grpo_update(policy, reference, optimizer, outputs, config=GrpoConfig())
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+from verl.trainer.ppo.core_algos import (
+    agg_loss,
+    compute_grpo_outcome_advantage,
+    compute_policy_loss_vanilla,
+    kl_penalty,
+)
+from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits_naive, masked_mean
+
+
+@dataclass(frozen=True)
+class GrpoConfig:
+    clip_ratio: float = 0.2
+    kl_coef: float = 0.001
+    kl_type: str = "low_var_kl"
+    loss_agg_mode: str = "token-mean"
+    max_grad_norm: float = 1.0
+
+
+@dataclass
+class Batch:
+    sequences: list[list[int]]
+    prompt_lengths: list[int]
+    response_mask: torch.Tensor
+    token_rewards: torch.Tensor
+    index: np.ndarray
+
+
+def build_batch(outputs: list[AgentLoopOutput]) -> Batch:
+    """Right-padded response masks with each episode's reward on its last response token, plus groups."""
+    width = max(max(len(o.response_ids) for o in outputs), 1)
+    mask = torch.zeros((len(outputs), width), dtype=torch.float32)
+    rewards = torch.zeros_like(mask)
+    index = []
+    for row, out in enumerate(outputs):
+        length = len(out.response_ids)
+        mask[row, :length] = torch.tensor(out.response_mask, dtype=torch.float32)
+        episode = out.extra_fields["episode"]
+        aborted = episode["outcome"] == "aborted"
+        if length and not aborted:
+            rewards[row, length - 1] = float(out.reward_score or 0.0)
+        index.append(f"aborted-{row}" if aborted else episode["task_key"])
+    return Batch([list(o.prompt_ids) + list(o.response_ids) for o in outputs], [len(o.prompt_ids) for o in outputs],
+                 mask, rewards, np.array(index, dtype=object))
+
+
+def sequence_logprobs(model, sequence: list[int], prompt_length: int, width: int, with_entropy: bool = False):
+    """Log-probabilities (and entropies) of one sequence's response tokens, right-padded to `width`.
+
+    One sequence per forward: without padding, attention needs no mask and stays cheap on CPU.
+    """
+    ids = torch.tensor([sequence])
+    logits = model(input_ids=ids, use_cache=False).logits[0, prompt_length - 1: -1].float()
+    response = ids[0, prompt_length:]
+    logprobs = logprobs_from_logits_naive(logits, response)
+    pad = width - response.shape[0]
+    logprobs = torch.nn.functional.pad(logprobs, (0, pad))
+    if not with_entropy:
+        return logprobs, None
+    return logprobs, torch.nn.functional.pad(entropy_from_logits(logits), (0, pad))
+
+
+def grpo_update(policy, reference, optimizer, outputs: list[AgentLoopOutput], *, config: GrpoConfig) -> dict[str, float]:
+    """One optimizer step on the episodes of a step; returns loss, kl, entropy, grad norm and clip stats."""
+    batch = build_batch(outputs)
+    advantages, _ = compute_grpo_outcome_advantage(batch.token_rewards, batch.response_mask, batch.index)
+    tokens = float(batch.response_mask.sum())
+    if tokens == 0:
+        return {"loss": float("nan"), "kl": float("nan"), "entropy": float("nan"), "grad_norm": 0.0,
+                "trained_tokens": 0.0, "updated": 0.0}
+    width = batch.response_mask.shape[1]
+    loss_config = OmegaConf.create({"clip_ratio": config.clip_ratio, "clip_ratio_low": config.clip_ratio,
+                                    "clip_ratio_high": config.clip_ratio, "clip_ratio_c": 3.0,
+                                    "global_batch_info": {"batch_num_tokens": tokens, "dp_size": 1}})
+    policy.train()
+    optimizer.zero_grad(set_to_none=True)
+    totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "pg_clipfrac": 0.0}
+    for row, (sequence, prompt_length) in enumerate(zip(batch.sequences, batch.prompt_lengths, strict=True)):
+        mask = batch.response_mask[row: row + 1]
+        if mask.sum() == 0:
+            continue  # aborted or empty: nothing of it is trained
+        with torch.no_grad():
+            old, _ = sequence_logprobs(policy, sequence, prompt_length, width)
+            ref, _ = sequence_logprobs(reference, sequence, prompt_length, width)
+        new, entropy = sequence_logprobs(policy, sequence, prompt_length, width, with_entropy=True)
+        new, old, ref, entropy = new[None], old[None], ref[None], entropy[None]
+        pg_loss, pg_metrics = compute_policy_loss_vanilla(old, new, advantages[row: row + 1], mask,
+                                                          config.loss_agg_mode, loss_config)
+        kl_loss = agg_loss(kl_penalty(new, ref, config.kl_type), mask, config.loss_agg_mode,
+                           batch_num_tokens=tokens)
+        loss = pg_loss + config.kl_coef * kl_loss
+        loss.backward()
+        share = float(mask.sum()) / tokens
+        totals["loss"] += float(loss.detach())
+        totals["pg_loss"] += float(pg_loss.detach())
+        totals["kl"] += float(kl_loss.detach())
+        totals["entropy"] += float(masked_mean(entropy.detach(), mask)) * share
+        totals["pg_clipfrac"] += pg_metrics["actor/pg_clipfrac"] * share
+    grad_norm = torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+    optimizer.step()
+    return {**totals, "grad_norm": float(grad_norm), "trained_tokens": tokens, "updated": 1.0,
+            "advantage_abs_mean": float(masked_mean(advantages.abs(), batch.response_mask))}

@@ -1,0 +1,176 @@
+"""Atomic checkpoint publishing: `<checkpoints>/<run>/step_NNNN/` appears whole or not at all.
+
+A checkpoint is written into a hidden temporary folder beside its final place (weights, tokenizer, chat
+template, and `manifest.json` last), every file and the folder are fsynced, and one `rename` makes it
+visible. Only then is a line `{"step", "path", "weights_sha256"}` appended to `published.jsonl`, which
+the evaluation's watcher follows; `path` is relative to the folder holding `published.jsonl`.
+
+    publish_checkpoint(model, tokenizer, run_dir, run="demo", step=10, base_model="Qwen/Qwen3-4B",
+                       curriculum_level=31)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from toolcanary.contract import CONTRACT_VERSION
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.manifests import CHECKPOINT_MANIFEST, CheckpointManifest, read_checkpoint_manifest
+from toolcanary.train.settings import REPO_ROOT
+
+logger = logging.getLogger(__name__)
+PUBLISHED = "published.jsonl"
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:04d}"
+
+
+def weights_sha256(folder: Path, files: list[str]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        with (folder / name).open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def current_commit() -> str:
+    if os.environ.get("TOOLCANARY_COMMIT"):
+        return os.environ["TOOLCANARY_COMMIT"]
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _fsync_tree(folder: Path) -> None:
+    folder.chmod(0o755)
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            path.chmod(0o644)  # readable by the evaluation and serving containers, whatever their uid
+            with path.open("rb") as handle:
+                os.fsync(handle.fileno())
+    _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def remove_partial(run_dir: Path) -> list[Path]:
+    """Delete temporary folders a killed publish left behind (they were never visible)."""
+    stale = sorted(run_dir.glob(".step_*.tmp-*")) if run_dir.exists() else []
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
+def publish_checkpoint(model, tokenizer, run_dir: Path, *, run: str, step: int, base_model: str,
+                       curriculum_level: int, dtype: torch.dtype = torch.bfloat16) -> Path:
+    """Write, then atomically reveal, one checkpoint; an already published step is left as it is."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / step_dir_name(step)
+    if final.exists():
+        existing = read_checkpoint_manifest(final)  # refuses a folder that is not a whole checkpoint
+        announce(run_dir, step, existing.weights_sha256)
+        logger.info("step %d already published at %s; keeping it", step, final)
+        return final
+    tmp = run_dir / f".{step_dir_name(step)}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    state = {name: tensor.detach().to(dtype).contiguous() for name, tensor in model.state_dict().items()}
+    model.save_pretrained(tmp, state_dict=state, safe_serialization=True)
+    config = json.loads((tmp / "config.json").read_text())
+    config.update(torch_dtype=str(dtype).removeprefix("torch."), dtype=str(dtype).removeprefix("torch."))
+    (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    tokenizer.save_pretrained(tmp)
+    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level)
+
+
+def publish_folder(source: Path, run_dir: Path, *, run: str, step: int, base_model: str,
+                   curriculum_level: int) -> Path:
+    """Publish an HF folder already on disk (verl's `actor/huggingface/`), copied, then sealed the same way."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    final = run_dir / step_dir_name(step)
+    if final.exists():
+        existing = read_checkpoint_manifest(final)
+        announce(run_dir, step, existing.weights_sha256)
+        return final
+    if not list(Path(source).glob("*.safetensors")):
+        raise ContractError(str(source), "an HF folder with safetensors weights", "no *.safetensors",
+                            "Add hf_model to actor.checkpoint.save_contents")
+    tmp = run_dir / f".{step_dir_name(step)}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level)
+
+
+def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_model: str,
+          curriculum_level: int) -> Path:
+    """Write the manifest last, fsync, rename into place, announce."""
+    weight_files = sorted(p.name for p in tmp.glob("*.safetensors"))
+    manifest = CheckpointManifest(
+        contract_version=CONTRACT_VERSION, run=run, step=step, base_model=base_model,
+        weights_sha256=weights_sha256(tmp, weight_files), weight_files=weight_files, commit=current_commit(),
+        curriculum_level=curriculum_level, created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    (tmp / CHECKPOINT_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
+    _fsync_tree(tmp)
+    os.rename(tmp, final)
+    _fsync_dir(run_dir)
+    announce(run_dir, step, manifest.weights_sha256)
+    logger.info("published step %d -> %s", step, final)
+    return final
+
+
+def announce(run_dir: Path, step: int, sha: str) -> None:
+    """Append the watcher's line for a step, once."""
+    ledger = run_dir / PUBLISHED
+    if any(entry["step"] == step for entry in read_published(run_dir)):
+        return
+    with ledger.open("a") as handle:
+        handle.write(json.dumps({"step": step, "path": step_dir_name(step), "weights_sha256": sha}) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def read_published(run_dir: Path) -> list[dict]:
+    """The announced checkpoints, in order; a torn last line (a writer killed mid-line) is skipped."""
+    ledger = run_dir / PUBLISHED
+    if not ledger.exists():
+        return []
+    entries = []
+    for number, line in enumerate(ledger.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            if number == len(ledger.read_text().splitlines()):
+                break
+            raise ContractError(f"{ledger}: line {number}", "a JSON object", repr(line[:80])) from err
+    return entries
+
+
+def verify_checkpoint(folder: Path) -> CheckpointManifest:
+    """The manifest, after checking that the weights on disk still hash to what it says."""
+    manifest = read_checkpoint_manifest(folder)
+    actual = weights_sha256(folder, manifest.weight_files)
+    if actual != manifest.weights_sha256:
+        raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
+                            "The checkpoint was modified after publishing; republish it")
+    return manifest

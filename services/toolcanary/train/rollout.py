@@ -1,0 +1,105 @@
+"""Run a step's episodes concurrently through the registered agent loop, as verl's worker would.
+
+`EpisodeRunner` builds one `SimulatedEpisodeLoop` per sample, the class taken from verl's loop registry and
+given the constructor arguments `AgentLoopWorker` passes, so the CPU run and the tests exercise the class
+the GPU recipe registers. `step_specs` draws one task per GRPO group from
+the curriculum and gives all n samples of the group the same task key.
+
+    runner = EpisodeRunner(tokenizer, llm_client, simulator_url=url, prompt_length=3072, response_length=512)
+    outputs = asyncio.run(runner.run(step_specs(curriculum, step=1, groups=4, n=4, rng=rng, run="demo")))
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import hydra
+from omegaconf import OmegaConf
+from tqdm import tqdm
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, DictConfigWrap, _agent_loop_registry
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+from toolcanary.contract.tasks import DifficultySettings
+from toolcanary.train.agent_loop import AGENT_NAME, SimulatedEpisodeLoop, close_shared_clients
+from toolcanary.train.curriculum import Curriculum
+from toolcanary.train.episode import EpisodeSpec
+
+
+def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: random.Random,
+               run: str, max_tools: int | None = None, task_pool: int = 0, seed: int = 0) -> list[EpisodeSpec]:
+    """groups x n episode specs; the n members of a group share task key and difficulty.
+
+    `max_tools` caps the tools per task (the CPU run's cost control; the GPU recipe leaves it unset).
+    `task_pool` > 0 cycles through that many fixed tasks (`pool_task`) instead of drawing new ones.
+    """
+    at = curriculum.derived()
+    specs = []
+    for group in range(groups):
+        if task_pool:
+            key, difficulty = pool_task(((step - 1) * groups + group) % task_pool, run=run, seed=seed,
+                                        curriculum=curriculum, max_tools=max_tools)
+        else:
+            key, difficulty = f"{run}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
+        for member in range(n):
+            specs.append(EpisodeSpec(
+                task_key=key, difficulty=difficulty, step=step,
+                episode_id=f"{run}-s{step:04d}-g{group:02d}-r{member:02d}", group_index=group,
+                curriculum_level=at.level, system_prompt_level=at.system_prompt, num_criteria=at.num_criteria,
+                max_user_turns=at.max_user_turns, max_assistant_turns=at.max_assistant_turns,
+                max_tool_turns=at.max_tool_turns,
+            ))
+    return specs
+
+
+def capped(difficulty: DifficultySettings, max_tools: int | None) -> DifficultySettings:
+    if max_tools is not None and difficulty.num_tools > max_tools:
+        return difficulty.model_copy(update={"num_tools": max_tools})
+    return difficulty
+
+
+def pool_task(index: int, *, run: str, seed: int, curriculum: Curriculum,
+              max_tools: int | None) -> tuple[str, DifficultySettings]:
+    """The key and settings of fixed task `index`: drawn once, at level 1, from a seed of its own."""
+    first = Curriculum(level=1, epsilon=curriculum.epsilon, no_call_fraction=curriculum.no_call_fraction)
+    return f"{run}-pool-{seed}-{index:03d}", capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
+
+
+class EpisodeRunner:
+    """Builds one agent-loop instance per episode and runs a batch of them at once."""
+
+    def __init__(self, tokenizer, llm_client, *, simulator_url: str, prompt_length: int, response_length: int,
+                 enable_thinking: bool = False, loop_options: dict[str, Any] | None = None) -> None:
+        self.tokenizer, self.llm_client = tokenizer, llm_client
+        self.config = OmegaConf.create({
+            "actor_rollout_ref": {"rollout": {"prompt_length": prompt_length, "response_length": response_length}},
+            "data": {"apply_chat_template_kwargs": {"enable_thinking": enable_thinking}},
+        })
+        # Resolved once through verl's registry; instantiating through hydra per episode, as verl's worker
+        # does, cost 44% of a 128-episode rollout against a fast simulator.
+        self.loop_class = hydra.utils.get_class(_agent_loop_registry[AGENT_NAME]["_target_"])
+        self.loop_options = {"simulator_url": simulator_url, **(loop_options or {})}
+
+    def make_loop(self) -> SimulatedEpisodeLoop:
+        return self.loop_class(
+            trainer_config=DictConfigWrap(config=self.config), server_manager=self.llm_client,
+            tokenizer=self.tokenizer, processor=None, hf_model_type="qwen3", dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(self.config.data), **self.loop_options,
+        )
+
+    async def run(self, specs: list[EpisodeSpec], sampling_params: dict[str, Any] | None = None,
+                  progress: bool = False) -> list[AgentLoopOutput]:
+        params = sampling_params or {"temperature": 1.0, "top_p": 1.0}
+        bar = tqdm(total=len(specs), desc="episodes", unit="ep", disable=not progress, leave=False)
+
+        async def one(spec: EpisodeSpec) -> AgentLoopOutput:
+            output = await self.make_loop().run(params, extra_info=spec.model_dump(mode="json"))
+            bar.update(1)
+            return output
+
+        try:
+            return list(await asyncio.gather(*(one(spec) for spec in specs)))
+        finally:
+            bar.close()
+            await close_shared_clients()

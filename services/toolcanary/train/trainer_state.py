@@ -1,0 +1,61 @@
+"""The trainer's own resumable state: fp32 policy weights, optimizer, curriculum, RNGs, next step.
+
+Saved beside every published checkpoint under `<runs>/<run>/trainer/state_NNNN.pt` (atomically: a
+temporary file, fsync, rename), so a restarted run continues at the same curriculum level with the same
+optimizer moments. The published folder holds only what a server needs; this file holds the rest.
+
+    save_state(folder, step=10, policy=model, optimizer=opt, curriculum=cur, rng=rng)
+    state = latest_state(folder)
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from pathlib import Path
+
+import torch
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.train.curriculum import Curriculum
+
+_STATE = re.compile(r"^state_(\d{4,})\.pt$")
+
+
+def save_state(folder: Path, *, step: int, policy, optimizer, curriculum: Curriculum, rng: random.Random,
+               extra: dict | None = None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    final = folder / f"state_{step:04d}.pt"
+    tmp = folder / f".state_{step:04d}.pt.tmp-{os.getpid()}"
+    torch.save({
+        "step": step, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
+        "curriculum": curriculum.state_dict(), "python_rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
+        "extra": extra or {},
+    }, tmp)
+    with tmp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    os.rename(tmp, final)
+    return final
+
+
+def latest_state(folder: Path) -> Path | None:
+    if not folder.exists():
+        return None
+    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _STATE.match(p.name)))
+    return found[-1][1] if found else None
+
+
+def load_state(path: Path, *, policy, optimizer, curriculum: Curriculum, rng: random.Random) -> dict:
+    """Restore everything in place and return the saved dict (its `step` is the last finished step)."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as err:  # torch raises many types for a torn or foreign file
+        raise ContractError(str(path), "a trainer state written by this trainer", f"{type(err).__name__}: {err}",
+                            "Delete it to resume from the previous state") from err
+    policy.load_state_dict(state["policy"])
+    optimizer.load_state_dict(state["optimizer"])
+    curriculum.load_state_dict(state["curriculum"])
+    rng.setstate(state["python_rng"])
+    torch.set_rng_state(state["torch_rng"])
+    return state

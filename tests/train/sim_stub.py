@@ -1,0 +1,133 @@
+"""A programmable simulator stub on 127.0.0.1 that speaks the contract's four role endpoints.
+
+Used where the real scripted simulator cannot produce a case (HTTP 500s, hangs, aborted roles, fixed
+latency for the benchmark). It runs aiohttp in its own thread and records every request it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from toolcanary.contract.simulator_api import TaskRequest, ToolRequest, UserRequest, VerifyRequest
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Current weather of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Local time of a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+@dataclass
+class StubBehaviour:
+    """What each role answers. `fail[role]` is one of: aborted, http500, hang."""
+
+    delay_s: float = 0.0
+    fail: dict[str, str] = field(default_factory=dict)
+    user_replies: list[str] = field(default_factory=list)
+    verify_reward: int | None = None  # None: 1 when the expected tool was called (or, abstention, nothing)
+
+
+class StubSimulator:
+    def __init__(self, behaviour: StubBehaviour | None = None) -> None:
+        self.behaviour = behaviour or StubBehaviour()
+        self.requests: dict[str, list[dict]] = {"task": [], "tool": [], "user": [], "verify": []}
+        self.tasks: dict[str, dict] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> StubSimulator:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._loop.call_soon_threadsafe(self._release.set)  # lets hanging handlers finish
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    async def _start(self) -> None:
+        self._release = asyncio.Event()
+        app = web.Application()
+        for role in self.requests:
+            app.router.add_post(f"/v1/{role}", self._handler(role))
+        async def health(_: web.Request) -> web.Response:
+            return web.json_response({"status": "ok", "contract_version": "1.0", "backend": "scripted", "run": "stub"})
+
+        app.router.add_get("/health", health)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+
+    def _handler(self, role: str):
+        async def handle(request: web.Request) -> web.Response:
+            body = await request.json()
+            self.requests[role].append(body)
+            if self.behaviour.delay_s:
+                await asyncio.sleep(self.behaviour.delay_s)
+            failure = self.behaviour.fail.get(role)
+            if failure == "http500":
+                return web.Response(status=500, text="stub failure")
+            if failure == "hang":
+                await self._release.wait()
+                return web.Response(status=503, text="stub shutting down")
+            if failure == "aborted":
+                return web.json_response({"outcome": "aborted", "abort_cause": "timeout", "abort_detail": "stub"})
+            answer = getattr(self, f"_{role}")(body)
+            answer.setdefault("prompt_tokens", 10)
+            answer.setdefault("completion_tokens", 5)
+            return web.json_response(answer)
+        return handle
+
+    def _task(self, body: dict) -> dict:
+        request = TaskRequest.model_validate(body)
+        if request.task_key not in self.tasks:
+            expected = request.difficulty.call_expected
+            self.tasks[request.task_key] = {
+                "task_id": f"t-{len(self.tasks)}", "task_key": request.task_key, "category": "weather",
+                "tools": [WEATHER, TIME][: max(1, min(2, request.difficulty.num_tools))],
+                "expected_tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}] if expected else [],
+                "user_intent": "know the weather in Paris" if expected else "hear a joke",
+                "user_persona": "expert", "first_user_query": "Weather in Paris?" if expected else "Tell me a joke.",
+                "difficulty": request.difficulty.model_dump(), "call_expected": expected,
+            }
+        return {"task": self.tasks[request.task_key]}
+
+    def _tool(self, body: dict) -> dict:
+        request = ToolRequest.model_validate(body)
+        name, args = request.call.function.name, request.call.function.arguments
+        return {"result": f"{name}({args}) = sunny, 21 C", "reward": 1 if name == "get_weather" else 0}
+
+    def _user(self, body: dict) -> dict:
+        UserRequest.model_validate(body)
+        replies = self.behaviour.user_replies
+        if replies:
+            return {"reply": replies.pop(0), "reward": 0}
+        return {"reply": "", "reward": 1, "done": True}
+
+    def _verify(self, body: dict) -> dict:
+        request = VerifyRequest.model_validate(body)
+        if self.behaviour.verify_reward is not None:
+            return {"reward": self.behaviour.verify_reward, "reasoning": "fixed"}
+        called = any(getattr(m, "tool_calls", None) for m in request.trajectory)
+        good = called if request.task.call_expected else not called
+        return {"reward": 1 if good else -1, "reasoning": "stub"}
+
+
+def wait_until(predicate, timeout: float = 10.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,139 @@
+"""Checkpoint publishing: complete folders only, atomic under a kill, announced once, loadable.
+
+Run: .venvs/train/bin/python -m pytest tests/train/test_publisher.py -q
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.manifests import read_checkpoint_manifest
+from toolcanary.train.curriculum import Curriculum
+from toolcanary.train.publisher import publish_checkpoint, read_published, remove_partial, verify_checkpoint
+from toolcanary.train.tiny_policy import load_policy
+from toolcanary.train.trainer_state import latest_state, load_state, save_state
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_dir):
+    return load_policy(tiny_dir)
+
+
+def test_publish_writes_a_complete_loadable_checkpoint_and_announces_it(policy, tmp_path):
+    model, tokenizer = policy
+    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31)
+    assert folder.name == "step_0010"
+    manifest = read_checkpoint_manifest(folder)
+    assert (manifest.run, manifest.step, manifest.curriculum_level, manifest.base_model) == ("r", 10, 31, "tiny")
+    digest = hashlib.sha256(b"".join((folder / n).read_bytes() for n in sorted(manifest.weight_files))).hexdigest()
+    assert manifest.weights_sha256 == digest
+    assert {"chat_template.jinja", "tokenizer.json", "config.json", "model.safetensors"} <= {
+        p.name for p in folder.iterdir()}
+    assert read_published(tmp_path) == [{"step": 10, "path": "step_0010", "weights_sha256": digest}]
+    assert AutoModelForCausalLM.from_pretrained(folder).config.model_type == "qwen3"
+    assert AutoTokenizer.from_pretrained(folder).chat_template == tokenizer.chat_template
+    assert oct((folder / "model.safetensors").stat().st_mode)[-3:] == "644"
+    # Publishing the same step again keeps the first and does not announce twice.
+    publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31)
+    assert len(read_published(tmp_path)) == 1
+
+
+def test_a_publish_that_fails_midway_leaves_nothing_visible(policy, tmp_path, monkeypatch):
+    model, tokenizer = policy
+
+    def broken(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tokenizer, "save_pretrained", broken)
+    with pytest.raises(OSError):
+        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=3, base_model="tiny", curriculum_level=1)
+    assert not (tmp_path / "step_0003").exists() and read_published(tmp_path) == []
+    assert remove_partial(tmp_path) and not list(tmp_path.glob(".step_*"))
+
+
+def test_a_publish_killed_midway_leaves_only_complete_checkpoints(tiny_dir, tmp_path):
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from toolcanary.train.publisher import publish_checkpoint\n"
+        "from toolcanary.train.tiny_policy import load_policy\n"
+        f"model, tok = load_policy({str(tiny_dir)!r})\n"
+        "for step in range(1, 1000):\n"
+        "    print('begin', step, flush=True)\n"
+        f"    publish_checkpoint(model, tok, Path({str(tmp_path)!r}), run='k', step=step, base_model='t',"
+        " curriculum_level=1)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        begun = 0
+        while begun < 3:
+            line = child.stdout.readline()
+            assert line, "the publishing child died before publishing"
+            begun += line.startswith("begin")
+        time.sleep(random.Random(0).uniform(0.0, 0.15))
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(30)
+    visible = sorted(p for p in tmp_path.iterdir() if p.name.startswith("step_"))
+    assert len(visible) >= 2
+    for folder in visible:
+        verify_checkpoint(folder)
+    for entry in read_published(tmp_path):
+        verify_checkpoint(tmp_path / entry["path"])
+    remove_partial(tmp_path)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_readers_refuse_a_folder_without_a_manifest_or_with_changed_weights(policy, tmp_path):
+    model, tokenizer = policy
+    (tmp_path / "step_0001").mkdir()
+    with pytest.raises(ContractError, match="no manifest"):
+        read_checkpoint_manifest(tmp_path / "step_0001")
+    with pytest.raises(ContractError):
+        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=1, base_model="t", curriculum_level=1)
+    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=2, base_model="t", curriculum_level=1)
+    with (folder / "model.safetensors").open("ab") as handle:
+        handle.write(b"\0")
+    with pytest.raises(ContractError, match="modified after publishing"):
+        verify_checkpoint(folder)
+
+
+def test_a_torn_last_ledger_line_is_skipped(tmp_path):
+    (tmp_path / "published.jsonl").write_text(json.dumps({"step": 1, "path": "step_0001", "weights_sha256": "a"})
+                                              + '\n{"step": 2, "pa')
+    assert [e["step"] for e in read_published(tmp_path)] == [1]
+
+
+def test_resume_restores_the_curriculum_level_weights_and_optimizer(policy, tmp_path):
+    import torch
+
+    model, _ = policy
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(input_ids=torch.tensor([[1, 2, 3]]), labels=torch.tensor([[1, 2, 3]])).loss.backward()
+    optimizer.step()
+    curriculum, rng = Curriculum(level=1), random.Random(5)
+    for _ in range(7):
+        curriculum.update(0.8)
+    save_state(tmp_path, step=7, policy=model, optimizer=optimizer, curriculum=curriculum, rng=rng)
+    expected_next = rng.random()
+    fresh_model, _ = load_policy(policy[1].name_or_path)
+    fresh_opt = torch.optim.AdamW(fresh_model.parameters(), lr=1e-3)
+    fresh_curriculum, fresh_rng = Curriculum(), random.Random(0)
+    state = load_state(latest_state(tmp_path), policy=fresh_model, optimizer=fresh_opt, curriculum=fresh_curriculum,
+                       rng=fresh_rng)
+    assert state["step"] == 7 and fresh_curriculum.level == 22 and fresh_curriculum.step == 7
+    assert fresh_rng.random() == expected_next
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values(),
+                                                  strict=True))
+    assert fresh_opt.state_dict()["state"].keys() == optimizer.state_dict()["state"].keys()
