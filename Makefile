@@ -1,14 +1,18 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
-# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  SUITES="<test suites>"
+# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  SUITES="<test suites>"
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
 RUN ?=
 STEP ?=
 PASS ?= 1
+QUICK ?=
+POLICY ?=
 SUITES ?=
+VENV := .venvs
+need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
 
-.PHONY: help setup test lint clean up down logs
+.PHONY: help setup up down logs train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -16,21 +20,48 @@ help: ## list the targets
 setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 	python3 scripts/setup_venvs.py
 
+up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
+	$(COMPOSE) --profile train up -d
+
+down: ## GPUs: stop every service of the stack
+	$(COMPOSE) --profile train --profile eval --profile analysis down
+
+logs: ## GPUs: follow the logs of the running services
+	$(COMPOSE) --profile train --profile eval logs -f
+
+train: setup ## CPU: GRPO on the tiny policy against a local scripted simulator (RUN= optional)
+	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN))
+
+eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
+	scripts/eval_step.sh $(STEP) $(PASS)
+
+eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
+	$(need-run)
+	$(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
+
+watch: setup ## GPUs: score checkpoints of RUN as the trainer publishes them
+	$(need-run)
+	$(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
+
+figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)
+	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all
+
+audit: setup ## contamination audit of RUN against BFCL
+	$(need-run)
+	$(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
+
+demo: setup ## CPU: the whole experiment in miniature (QUICK=1 shortened, RUN= to resume)
+	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
+
 test: setup ## run every service's tests in its own environment
 	scripts/run_tests.sh $(SUITES)
 
+bench: setup ## run every benchmark under bench/ and write bench/results/summary.json
+	python3 scripts/run_bench.py
+
 lint: setup ## ruff, Compose validation and hadolint
-	.venvs/dev/bin/ruff check services tests scripts bench
-	.venvs/dev/bin/python -m pytest tests/stack -q
-
-up: ## start the training profile (simulator + trainer) on GPUs
-	$(COMPOSE) --profile train up -d
-
-down: ## stop every service of the stack
-	$(COMPOSE) --profile train --profile eval --profile analysis down
-
-logs: ## follow the logs of the running services
-	$(COMPOSE) --profile train --profile eval logs -f
+	$(VENV)/dev/bin/ruff check services tests scripts bench
+	$(VENV)/dev/bin/python -m pytest tests/stack -q
 
 clean: ## remove the environments and caches (volumes/ is kept)
-	rm -rf .venvs build services/*.egg-info
+	rm -rf $(VENV) build services/*.egg-info bench/results

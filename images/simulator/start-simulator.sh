@@ -13,5 +13,5 @@ for _ in $(seq 1 240); do
   kill -0 "$vllm_pid" || { echo "vLLM exited before it became healthy" >&2; exit 1; }
   sleep 5
 done
-exec python3 -m toolcanary.simulator serve --host 0.0.0.0 --port 8100 --backend llm \
+exec python3 -m toolcanary.simulator serve --host 0.0.0.0 --port 8300 --backend llm \
   --run "$TOOLCANARY_RUN" --upstream http://127.0.0.1:8200/v1

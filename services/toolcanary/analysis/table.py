@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -87,11 +88,17 @@ def render_csv(rows: list[ChangeRow]) -> str:
     return buffer.getvalue()
 
 
+def _number(value: float, spec: str, suffix: str = "") -> str:
+    # An undefined statistic (a zero base, two steps, a constant series) reads "n/a", never "+nan".
+    return "n/a" if math.isnan(value) else f"{value:{spec}}{suffix}"
+
+
 def _display(row: ChangeRow, steps: list[int]) -> list[str]:
-    sds = [f"{row.sds[s]:.2f}" if s in row.sds else "" for s in steps]
+    sds = [_number(row.sds[s], ".2f") if s in row.sds else "" for s in steps]
     return [
-        f"{row.step0:.2f}", f"{row.step_last:.2f}", f"{row.rel_delta_pct:+.2f}%", f"{row.delta_pp:+.2f}",
-        f"{row.slope:+.3f}", f"{row.trend.t:+.2f}", f"{row.trend.t_hac:+.2f}", *sds,
+        _number(row.step0, ".2f"), _number(row.step_last, ".2f"), _number(row.rel_delta_pct, "+.2f", "%"),
+        _number(row.delta_pp, "+.2f"), _number(row.slope, "+.3f"), _number(row.trend.t, "+.2f"),
+        _number(row.trend.t_hac, "+.2f"), *sds,
     ]
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import httpx
 
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.hermes import parse_assistant_text
 
 log = logging.getLogger(__name__)
 PROBE_TOOL = {
@@ -61,7 +62,13 @@ def _message(base_url: str, response: httpx.Response, what: str) -> dict:
 
 
 def _check_no_raw_calls(base_url: str, message: dict, what: str) -> None:
-    if "<tool_call>" in (message.get("content") or ""):
+    # Only a *well-formed* call left in content proves the parser is missing: a parser leaves a call the
+    # model malformed as text too, and that is the model's mistake, which BFCL should score.
+    parsed = parse_assistant_text(message.get("content") or "")
+    if parsed.malformed and not parsed.tool_calls:
+        log.warning("probe: the model wrote a malformed call for %s (%s); the parser rightly kept it as text",
+                    what, parsed.malformed[0].error)
+    if parsed.tool_calls:
         raise _fail(base_url, f"structured tool_calls for {what}", "raw <tool_call> text in content "
                     "(the server runs without a tool parser; BFCL would score every call as abstention)",
                     FIX_PARSER)

@@ -5,12 +5,13 @@ model `<run>-stepNNNN` so a client can never score a stale server by mistake, an
 with the vLLM process (exec), so signals and the exit status are vLLM's own.
 
     python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager --max-model-len 2048
-    python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --dry-run
+    python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --no-enable-thinking --dry-run
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -23,6 +24,14 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 
 def checkpoints_root() -> Path:
     return Path(os.environ.get("TOOLCANARY_CHECKPOINTS_DIR", REPO_ROOT / "volumes" / "checkpoints"))
+
+
+def thinking_flags(enable_thinking: bool) -> tuple[str, ...]:
+    """Qwen3 templates think by default; a policy trained without thinking is served without it, or the
+    reasoning parser reads its whole answer as unfinished reasoning and no tool call ever comes out."""
+    if enable_thinking:
+        return ()
+    return ("--default-chat-template-kwargs", json.dumps({"enable_thinking": False}))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--port", type=int, default=8000)
     server.add_argument("--max-model-len", type=int, default=None)
     server.add_argument("--served-model-name", help="default: <run>-stepNNNN from the manifest")
+    server.add_argument(
+        "--enable-thinking", action=argparse.BooleanOptionalAction, default=True,
+        help="the chat template's default thinking mode; serve a checkpoint in the mode it was trained in "
+        "(BFCL sends no template kwargs, so this default decides how every item is rendered)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     parser.add_argument("vllm_args", nargs="*", help="extra vLLM flags, after --")
     return parser
@@ -68,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         max_model_len=args.max_model_len,
-        extra=tuple(args.vllm_args),
+        extra=thinking_flags(args.enable_thinking) + tuple(args.vllm_args),
     )
     if args.dry_run:
         print(" ".join(argv_))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import TypeVar
@@ -32,6 +33,7 @@ from toolcanary.contract.simulator_api import (
 )
 
 logger = logging.getLogger(__name__)
+TOKEN_ENV = "TOOLCANARY_SIMULATOR_TOKEN"
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -54,7 +56,10 @@ class SimulatorClient:
         self.backoff_s = backoff_s
         self._limit = asyncio.Semaphore(max_in_flight)
         # aiohttp rather than httpx: httpx's pool spent most of a 64-episode rollout assigning connections.
-        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_in_flight))
+        # The simulator's optional bearer token is read from the same variable the service reads.
+        token = os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_in_flight), headers=headers)
         self.calls = 0
         self.retried = 0
 

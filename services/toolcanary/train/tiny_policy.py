@@ -28,12 +28,17 @@ def chat_template_text() -> str:
     return resources.files("toolcanary.train").joinpath("chat_template.jinja").read_text()
 
 
+# Qwen3's own window, so BFCL's long multi-turn items fit when the checkpoint is served (the small
+# vocabulary makes prompts several times longer in tokens than with Qwen's).
+MAX_POSITIONS = 40960
+
+
 def tiny_config(tokenizer) -> Qwen3Config:
     vocab = -(-len(tokenizer) // 64) * 64
     pad, eos = tokenizer.convert_tokens_to_ids(["<|endoftext|>", "<|im_end|>"])
     config = Qwen3Config(
         vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, head_dim=32, max_position_embeddings=4096, rms_norm_eps=1e-6,
+        num_key_value_heads=2, head_dim=32, max_position_embeddings=MAX_POSITIONS, rms_norm_eps=1e-6,
         tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
         bos_token_id=pad, pad_token_id=pad, eos_token_id=eos,
     )

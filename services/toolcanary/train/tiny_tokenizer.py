@@ -111,7 +111,7 @@ def build_tokenizer(chat_template: str, seed: int = 0, vocab_size: int = VOCAB_S
             raise RuntimeError(f"added token {token} landed on {tok.token_to_id(token)}, not {base + offset}")
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None,
-        unk_token=None, model_max_length=4096, padding_side="left", clean_up_tokenization_spaces=False,
+        unk_token=None, model_max_length=40960, padding_side="left", clean_up_tokenization_spaces=False,
     )
     fast.chat_template = chat_template
     return fast

@@ -1,0 +1,121 @@
+"""`python -m toolcanary.demo`: the main job in miniature on CPU, end to end, with the real components.
+
+1. starts the simulator (scripted backend) as a local process;
+2. builds the tiny Qwen3 policy, warm-starts it and trains GRPO steps against the simulator, publishing a
+   checkpoint every few steps;
+3. serves each checkpoint with vLLM's OpenAI server (production flags) and scores it with the BFCL client
+   on a fixed sample of all 17 offline categories, with repeated passes at the first, middle and last;
+4. runs the analysis (table, findings, figures) and the contamination audit;
+5. prints where everything is. Every process it starts is stopped at the end, on failure and on Ctrl-C.
+
+    make demo                 # or: .venvs/dev/bin/python -m toolcanary.demo
+    make demo QUICK=1         # 2 steps, 2 checkpoints, one item per category
+    make demo RUN=demo-...    # resume a run
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+import time
+
+from toolcanary.demo.processes import ChildFailed, ProcessGroup
+from toolcanary.demo.progress import FileProgress, scored_passes, trained_steps
+from toolcanary.demo.settings import VENVS, DemoSettings
+from toolcanary.demo.summary import render
+
+ENVIRONMENTS = ("simulator", "train", "serve", "eval", "analysis")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m toolcanary.demo",
+        description="Run the whole ToolCanary experiment in miniature on CPU.",
+        epilog="examples:\n  make demo\n  make demo QUICK=1\n  python -m toolcanary.demo --quick --run demo-ci",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--run", help="run id (default: a fresh demo-<time>); an existing one resumes")
+    parser.add_argument("--quick", action="store_true", help="2 steps, 2 checkpoints, 1 item per category")
+    parser.add_argument("--policy", choices=("tiny",), default="tiny", help="the policy to train")
+    parser.add_argument("--steps", type=int, help="GRPO steps")
+    parser.add_argument("--save-every", type=int, dest="save_every", help="publish a checkpoint every k steps")
+    parser.add_argument("--sample", type=int, help="BFCL items per category")
+    return parser
+
+
+def run_demo(s: DemoSettings) -> None:
+    missing = [env for env in ENVIRONMENTS if not (VENVS / env / "bin" / "python").exists()]
+    if missing:
+        raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
+    print(
+        f"run {s.run}: {s.steps} GRPO steps, checkpoints at {s.checkpoint_steps}, "
+        f"{s.sample} item(s) per BFCL category, {s.repeat_passes} passes at {s.repeat_steps} "
+        f"({s.expected_passes} passes); logs in {s.logs}",
+        flush=True,
+    )
+    with ProcessGroup() as group:
+        # --- the simulator, scripted backend ------------------------------------------------------
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1",
+                                  "--port", str(port), "--backend", "scripted", "--run", s.run],
+                    s.logs / "simulator.log")
+        group.wait_http("simulator", f"{url}/health", timeout_s=120)
+
+        # --- tiny policy, warm start, GRPO with checkpoints ---------------------------------------
+        bar = FileProgress("train (warm start, GRPO)", s.steps, lambda: trained_steps(s.result_dir / "train_metrics.csv"))
+        group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
+                            "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
+                            "--level-initial", str(s.level_initial)],
+                  s.logs / "train.log", poll=bar.poll)
+        bar.close()
+        group.stop("simulator")
+
+        # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
+        # The CPU run trains without thinking, so its checkpoints are served in the same mode.
+        serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
+                 f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --no-enable-thinking -- --enforce-eager")
+        bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
+                           lambda: scored_passes(s.result_dir / "bfcl_by_category.csv"))
+        group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,
+                           "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
+                           "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps", *map(str, s.repeat_steps),
+                           "--repeat-passes", str(s.repeat_passes), "--sample", str(s.sample), "--seed", str(s.seed)],
+                  s.logs / "eval.log", poll=bar.poll)
+        bar.close()
+
+        # --- analysis and audit ----------------------------------------------------------------------
+        group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
+                               "--table", "--findings", "--fig", "all"], s.logs / "analysis.log")
+        group.run("audit", [s.python("eval"), "-m", "toolcanary.audit", "--run", s.run], s.logs / "audit.log")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    settings = DemoSettings.make(run=args.run, quick=args.quick, policy=args.policy, steps=args.steps,
+                                 save_every=args.save_every, sample=args.sample)
+    started = time.monotonic()
+    try:
+        run_demo(settings)
+    except ChildFailed as err:
+        print(f"\ndemo failed: {err}\nResume after fixing it with: make demo RUN={settings.run}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\ndemo interrupted; every process it started was stopped. Resume: make demo RUN={settings.run}",
+              file=sys.stderr)
+        return 130
+    print(render(settings, time.monotonic() - started))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

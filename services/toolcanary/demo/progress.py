@@ -1,0 +1,45 @@
+"""Progress of the demo's long phases, read from the files the services write (never from their logs).
+
+    counter = TrainingSteps(results_dir / "train_metrics.csv")
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from tqdm import tqdm
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="") as handle:
+            return list(csv.DictReader(handle))
+    except (OSError, csv.Error):
+        return []
+
+
+def trained_steps(metrics_csv: Path) -> int:
+    return len(_rows(metrics_csv))
+
+
+def scored_passes(bfcl_csv: Path) -> int:
+    return len({(row.get("step"), row.get("pass")) for row in _rows(bfcl_csv)})
+
+
+class FileProgress:
+    """A tqdm bar whose position is a count read from a file each time `poll()` is called."""
+
+    def __init__(self, description: str, total: int, count) -> None:
+        self.count = count
+        self.bar = tqdm(total=total, desc=description, unit="step" if "train" in description else "pass",
+                        dynamic_ncols=True, leave=True, mininterval=5.0)
+
+    def poll(self) -> None:
+        done = min(self.count(), self.bar.total)
+        if done > self.bar.n:
+            self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.poll()
+        self.bar.close()

@@ -1,0 +1,47 @@
+"""The demo's closing screen: where everything is, the headline table, and what to run next on GPUs.
+
+    python -c "from toolcanary.demo.summary import render; ..."
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from toolcanary.demo.settings import REPO_ROOT, DemoSettings
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def render(settings: DemoSettings, wall_s: float) -> str:
+    results = settings.result_dir
+    table = results / "tables" / "headline.md"
+    figures = sorted(p.name for p in (results / "figures").glob("*.png"))
+    audit = results / "audit" / "audit.md"
+    lines = [
+        "",
+        f"ToolCanary demo finished: run {settings.run} in {wall_s / 60:.1f} min",
+        "",
+        f"  results      {_rel(results)}/  (bfcl_by_category.csv, train_metrics.csv, passes/)",
+        f"  figures      {_rel(results / 'figures')}/  ({', '.join(figures) or 'none'})",
+        f"  checkpoints  {_rel(settings.checkpoints / settings.run)}/",
+        f"  simulator    {_rel(settings.runs / settings.run / 'simulator')}/  (every task and role call)",
+        f"  audit        {_rel(audit)}",
+        f"  logs         {_rel(settings.logs)}/",
+        "",
+    ]
+    if table.is_file():
+        lines += [table.read_text().rstrip(), ""]
+    lines += [
+        "On CPU the policy is a tiny model: the numbers show the pipeline works, not what RL does to a 4B policy.",
+        "Next, on GPUs (see README, 'On GPUs'):",
+        "  cp .env.example .env && make up            # simulator (Qwen3-8B) + GRPO on Qwen3-4B, 200 steps",
+        "  make eval STEP=200                         # serve one checkpoint and score it on BFCL V4",
+        "  docker compose run analysis make_figures --table",
+        f"Rerun or resume this demo with: make demo RUN={settings.run}",
+    ]
+    return "\n".join(lines)

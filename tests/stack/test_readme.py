@@ -1,0 +1,45 @@
+"""The README's facts are checked, not trusted: every path in its annotated tree exists, and every
+Makefile target and service doc it names is there.
+
+Run: .venvs/dev/bin/python -m pytest tests/stack/test_readme.py -q
+"""
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+
+def tree_paths() -> list[str]:
+    block = README.split("## Repository layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    paths, parents = [], []
+    for line in block.splitlines():
+        if not line.strip():
+            continue
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        names = line.split("#", 1)[0].split()
+        parents = parents[:depth]
+        for name in names:
+            paths.append("/".join(parents + [name.rstrip("/")]))
+        if len(names) == 1 and names[0].endswith("/"):
+            parents.append(names[0].rstrip("/"))
+    return paths
+
+
+def test_every_path_in_the_tree_exists():
+    paths = tree_paths()
+    assert len(paths) > 30
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert missing == []
+
+
+def test_every_make_target_the_readme_names_exists():
+    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
+    named = set(re.findall(r"`?make ([a-z][a-z-]*)", README))
+    assert named <= targets, named - targets
+
+
+def test_every_doc_the_readme_points_to_exists():
+    for doc in set(re.findall(r"`(docs/[a-z_]+\.md)`", README)):
+        assert (ROOT / doc).is_file(), doc
