@@ -65,6 +65,11 @@ def test_a_policy_trained_without_thinking_is_served_without_it(checkpoint):
     assert '--default-chat-template-kwargs {"enable_thinking": false}' in done.stdout
 
 
+def test_an_answer_length_cap_becomes_a_server_wide_generation_limit(checkpoint):
+    done = serve("--checkpoint", str(checkpoint), "--max-new-tokens", "64", "--dry-run")
+    assert '--override-generation-config {"max_new_tokens": 64}' in done.stdout
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -35,6 +35,9 @@ class DemoSettings:
     # starting higher lets the demo show the level moving (down, by 3 per step with reward <= 0).
     level_initial: int = 40
     max_model_len: int = 32768
+    # BFCL's chat path sends no max_tokens; a tiny policy that never emits its end token would generate up
+    # to the whole window on every turn, so the demo's server caps each answer.
+    max_new_tokens: int = 128
     health_timeout_s: float = 900.0
     checkpoints: Path = field(default_factory=lambda: volume("checkpoints"))
     runs: Path = field(default_factory=lambda: volume("runs"))

@@ -34,6 +34,12 @@ def thinking_flags(enable_thinking: bool) -> tuple[str, ...]:
     return ("--default-chat-template-kwargs", json.dumps({"enable_thinking": False}))
 
 
+def length_flags(max_new_tokens: int | None) -> tuple[str, ...]:
+    if max_new_tokens is None:
+        return ()
+    return ("--override-generation-config", json.dumps({"max_new_tokens": max_new_tokens}))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.serve",
@@ -55,6 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--port", type=int, default=8000)
     server.add_argument("--max-model-len", type=int, default=None)
     server.add_argument("--served-model-name", help="default: <run>-stepNNNN from the manifest")
+    server.add_argument(
+        "--max-new-tokens", type=int, default=None,
+        help="server-wide cap on each answer's length (default: none, as BFCL's chat path sends no max_tokens); "
+        "for small CPU policies that may never emit their end token",
+    )
     server.add_argument(
         "--enable-thinking", action=argparse.BooleanOptionalAction, default=True,
         help="the chat template's default thinking mode; serve a checkpoint in the mode it was trained in "
@@ -82,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         max_model_len=args.max_model_len,
-        extra=thinking_flags(args.enable_thinking) + tuple(args.vllm_args),
+        extra=thinking_flags(args.enable_thinking) + length_flags(args.max_new_tokens) + tuple(args.vllm_args),
     )
     if args.dry_run:
         print(" ".join(argv_))
