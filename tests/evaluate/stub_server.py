@@ -3,7 +3,8 @@
 Modes: `oracle` (answers from BFCL's ground truth), `abstain` (never calls), `error` (HTTP 500 on every
 BFCL request), `drop` (closes the connection without answering), `empty` (200 with no content, no calls and no
 tokens), `noparser` (tool calls left as
-`<tool_call>` text in content, like vLLM without a tool parser), `overlong` (oracle, but HTTP 400 with
+`<tool_call>` text in content, like vLLM without a tool parser), `malformed` (the probe gets a truncated call as text, like a
+weak model on a server that does not enforce forced calls), `overlong` (oracle, but HTTP 400 with
 vLLM's context-length message for prompts over `--max-chars`). The preflight probe is answered correctly in
 every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each answer.
 
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_answers import OracleIndex  # noqa: E402
 
-MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong")
+MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong", "malformed")
 _INDEX: OracleIndex | None = None
 _INDEX_LOCK = threading.Lock()
 
@@ -107,6 +108,9 @@ class Handler(BaseHTTPRequestHandler):
             calls = [("get_weather", {"city": "Paris"})]
             if mode == "noparser":
                 text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+                return self._send(200, _completion(self.server.model, text, [], prompt_chars))
+            if mode == "malformed":
+                text = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Par'
                 return self._send(200, _completion(self.server.model, text, [], prompt_chars))
             return self._send(200, _completion(self.server.model, None, calls, prompt_chars))
         if mode == "error":

@@ -48,6 +48,7 @@ class EvalPassManifest(BaseModel):
     base_model: str | None = Field(None, description="what was served when `checkpoint` is absent (an untrained base model)")
     registry_key: str | None = Field(None, description="the key bfcl-eval filed results under")
     served_max_model_len: int | None = Field(None, description="the server's context window, when it reports one")
+    probe_forced_call: str | None = Field(None, description="how the preflight's forced call was made and came back")
     bfcl_eval_version: str
     handler: str = Field(description="how BFCL talks to the server, e.g. OpenAICompletionsHandler (chat, FC)")
     categories: list[str]

@@ -111,6 +111,7 @@ def _score(settings: EvalSettings, opts: PassOptions, paths: PassPaths, request:
         checkpoint=checkpoint, weights_sha256=request.weights_sha256, served_model=opts.served_model,
         base_url=settings.base_url, base_model=None if checkpoint else opts.base_model,
         registry_key=settings.registry_key, served_max_model_len=report.max_model_len,
+        probe_forced_call=report.forced_with,
         bfcl_eval_version=bfcl_version(), handler=f"{HANDLER_NAME} (chat completions, FC, underscore_to_dot)",
         categories=categories, sample_size=opts.sample, sample_seed=opts.seed if opts.sample else None,
         sample_ids=ids if subset else {}, threads=settings.threads, temperature=settings.temperature,
