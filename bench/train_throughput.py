@@ -4,8 +4,8 @@
    with an instant fake policy, against the ideal (64 / (calls per episode x 100 ms)): how much the
    agent loop, the HTTP client and tokenisation lose to overhead.
 2. Seconds per CPU GRPO step for the tiny policy (transformers generation client, real scripted simulator,
-   default CPU settings, no warm start), split into rollout and update, against the fact sheet's
-   hand-written small-vocabulary step (about 0.45 s for 4 x 8 x 64 tokens).
+   default CPU settings, no warm start), split into rollout and update, against a published
+   hand-written small-vocabulary CPU step (about 0.45 s for 4 x 8 x 64 tokens).
 
     .venvs/train/bin/python bench/train_throughput.py            # writes bench/results/train_throughput.json
     .venvs/train/bin/python bench/train_throughput.py --episodes 128 --grpo-steps 2

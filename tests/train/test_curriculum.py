@@ -1,7 +1,7 @@
-"""TRUSTEE's curriculum: every reachable level against the fact sheet's table, the update rule, the soft
+"""TRUSTEE's curriculum: every reachable level against TRUSTEE's table of derived values, the update rule, the soft
 epsilon, no-call tasks, and state that survives a save and restore.
 
-The table below is copied by hand from the TRUSTEE fact sheet (derived values at every reachable level),
+The table below is written out by hand from TRUSTEE's released multipliers and clamps (derived values at every reachable level),
 not computed from the code under test.
 Run: .venvs/train/bin/python -m pytest tests/train/test_curriculum.py -q
 """
