@@ -93,6 +93,8 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
     with staged_outputs(data) as stage:
         if args.table:
             stage.path(f"tables/headline.{EXTENSIONS[args.format]}").write_text(table)
+            # The full-precision CSV is always written too: it is what other tools read back.
+            stage.path("tables/headline.csv").write_text(RENDERERS["csv"](rows))
             stage.path("tables/findings.txt").write_text("\n".join(prose) + "\n")
         if args.findings:
             stage.path("tables/findings.json").write_text(findings_json + "\n")
