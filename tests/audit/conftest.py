@@ -195,6 +195,14 @@ def count(
     return {c: (a, b) for c, (a, b) in tallies.items()}
 
 
+def audit_run(library: Path, runs: Path, results: Path, run: str) -> Path:
+    """Run the audit of `run` in-process on these folders; return its output folder."""
+    code = main(["--quiet", "--run", run, "--library", str(library), "--runs-dir", str(runs),
+                 "--results-dir", str(results)])
+    assert code == 0
+    return results / run / "audit"
+
+
 @pytest.fixture
 def cli(capsys):
     """Run the CLI in-process; returns (exit code, stdout, stderr)."""

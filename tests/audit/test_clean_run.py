@@ -13,7 +13,6 @@ import csv
 
 import pytest
 
-from toolcanary.audit.__main__ import main
 from toolcanary.contract.bfcl import AGGREGATE_NAMES, compute_aggregates
 from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows, read_bfcl_by_category
 
@@ -46,21 +45,7 @@ def clean_run(tmp_path_factory, fx):
             results / RUN / "bfcl_by_category.csv",
             [BfclRow(step, pass_index, c, a, b) for c, (a, b) in fx.count(outcomes, counted_wrong).items()],
         )
-    code = main(
-        [
-            "--quiet",
-            "--run",
-            RUN,
-            "--library",
-            str(library),
-            "--runs-dir",
-            str(runs),
-            "--results-dir",
-            str(results),
-        ]
-    )
-    assert code == 0
-    folder = results / RUN / "audit"
+    folder = fx.audit_run(library, runs, results, RUN)
     return {
         "folder": folder,
         "csv": results / RUN / "bfcl_by_category.csv",

@@ -16,7 +16,6 @@ import csv
 
 import pytest
 
-from toolcanary.audit.__main__ import main
 from toolcanary.audit.bfcl_items import load_category
 from toolcanary.contract.bfcl import AGGREGATE_NAMES, compute_aggregates
 
@@ -79,21 +78,7 @@ def planted(tmp_path_factory, fx):
     outcomes = {step: fx.make_outcomes(seed) for step, seed in ((0, 1), (30, 2))}
     for step, rows in outcomes.items():
         fx.write_pass(results, RUN, step, 1, rows)
-    code = main(
-        [
-            "--quiet",
-            "--run",
-            RUN,
-            "--library",
-            str(library),
-            "--runs-dir",
-            str(runs),
-            "--results-dir",
-            str(results),
-        ]
-    )
-    assert code == 0
-    folder = results / RUN / "audit"
+    folder = fx.audit_run(library, runs, results, RUN)
     rows = {r["id"]: r for r in csv.DictReader((folder / "audit.csv").open())}
     return {
         "rows": rows,

@@ -71,7 +71,7 @@ def run_demo(s: DemoSettings) -> None:
         group.wait_http("simulator", f"{url}/health", timeout_s=120)
 
         # --- tiny policy, warm start, GRPO with checkpoints ---------------------------------------
-        bar = FileProgress("train (warm start, GRPO)", s.steps, lambda: trained_steps(s.result_dir / "train_metrics.csv"))
+        bar = FileProgress("train (warm start, GRPO)", s.steps, lambda: trained_steps(s.result_dir / "train_metrics.csv"), "step")
         group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
                             "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
                             "--level-initial", str(s.level_initial)],
@@ -86,7 +86,7 @@ def run_demo(s: DemoSettings) -> None:
                  f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --max-new-tokens {s.max_new_tokens} "
                  "--no-enable-thinking -- --enforce-eager")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
-                           lambda: scored_passes(s.result_dir / "bfcl_by_category.csv"))
+                           lambda: scored_passes(s.result_dir / "bfcl_by_category.csv"), "pass")
         group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,
                            "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
                            "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps", *map(str, s.repeat_steps),

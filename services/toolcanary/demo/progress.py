@@ -30,9 +30,9 @@ def scored_passes(bfcl_csv: Path) -> int:
 class FileProgress:
     """A tqdm bar whose position is a count read from a file each time `poll()` is called."""
 
-    def __init__(self, description: str, total: int, count) -> None:
+    def __init__(self, description: str, total: int, count, unit: str) -> None:
         self.count = count
-        self.bar = tqdm(total=total, desc=description, unit="step" if "train" in description else "pass",
+        self.bar = tqdm(total=total, desc=description, unit=unit,
                         dynamic_ncols=True, leave=True, mininterval=5.0)
 
     def poll(self) -> None:

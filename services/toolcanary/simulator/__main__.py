@@ -37,7 +37,7 @@ VALIDATE_EPILOG = """examples:
 BUILD_EPILOG = """examples:
   python -m toolcanary.simulator build-library
   python -m toolcanary.simulator build-library --check
-  python -m toolcanary.simulator build-library --out /tmp/library.json
+  python -m toolcanary.simulator build-library --out build/library.json
 """
 
 

@@ -2,7 +2,7 @@
 
     python -m toolcanary.simulator.library_builder                # rewrite the packaged default library
     python -m toolcanary.simulator.library_builder --check        # exit 1 if the committed JSON is stale
-    python -m toolcanary.simulator build-library --out /tmp/lib.json   # the same command, as a verb
+    python -m toolcanary.simulator build-library --out build/library.json   # the same command, as a verb
 
 The output is category -> toolset name -> [tool entry], each entry `{"type": "function", "function": {...},
 "toolset_name", "toolset_description", "category", "x_result"}`. `x_result` (result kind and schema) is read
