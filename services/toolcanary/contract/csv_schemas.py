@@ -2,6 +2,7 @@
 
 - `bfcl_by_category.csv`: one row per (step, pass, category) with raw `correct` and `total`.
 - `train_metrics.csv`: one row per training step, columns `TRAIN_METRICS_COLUMNS`.
+- `warm_start.csv` (CPU run): one row per supervised warm-start step, columns `WARM_START_COLUMNS`.
 
 Extra columns are allowed. Readers stop at the first bad row with the file, the line and what was expected.
 """
@@ -20,6 +21,8 @@ from toolcanary.contract.errors import ContractError
 
 BFCL_BY_CATEGORY = "bfcl_by_category.csv"
 TRAIN_METRICS = "train_metrics.csv"
+WARM_START = "warm_start.csv"
+WARM_START_COLUMNS = ("step", "loss")
 BFCL_COLUMNS = ("step", "pass", "category", "correct", "total")
 TRAIN_METRICS_COLUMNS = (
     "step",

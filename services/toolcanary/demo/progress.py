@@ -1,6 +1,7 @@
 """Progress of the demo's long phases, read from the files the services write (never from their logs).
 
-    counter = TrainingSteps(results_dir / "train_metrics.csv")
+    bar = FileProgress("train (GRPO)", 12, lambda: trained_steps(results_dir / "train_metrics.csv"), "step")
+    bar.poll()   # whenever convenient; bar.close() at the end
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ def trained_steps(metrics_csv: Path) -> int:
     return len(_rows(metrics_csv))
 
 
+def warm_start_steps(warm_start_csv: Path) -> int:
+    return len(_rows(warm_start_csv))
+
+
 def scored_passes(bfcl_csv: Path) -> int:
     return len({(row.get("step"), row.get("pass")) for row in _rows(bfcl_csv)})
 
@@ -36,9 +41,13 @@ class FileProgress:
                         dynamic_ncols=True, leave=True, mininterval=5.0)
 
     def poll(self) -> None:
+        if self.bar.disable:  # closed
+            return
         done = min(self.count(), self.bar.total)
         if done > self.bar.n:
             self.bar.update(done - self.bar.n)
+        if done >= self.bar.total:  # stop its clock when full, not when the whole phase ends
+            self.bar.close()
 
     def close(self) -> None:
         self.poll()

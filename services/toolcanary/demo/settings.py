@@ -19,6 +19,19 @@ def volume(name: str) -> Path:
     return Path(os.environ.get(f"TOOLCANARY_{name.upper()}_DIR", REPO_ROOT / "volumes" / name)).resolve()
 
 
+# Steps, checkpoint interval, BFCL items per category and passes at the repeated checkpoints, per policy.
+# A SmolLM2 GRPO step costs minutes on 2 cores (the tiny policy's: seconds), so its demo is shorter.
+SIZES = {
+    "tiny": {"full": dict(steps=12, save_every=4, sample=2, repeat_passes=3),
+             "quick": dict(steps=2, save_every=2, sample=1, repeat_passes=2)},
+    "smollm2": {"full": dict(steps=2, save_every=2, sample=1, repeat_passes=2),
+                "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1)},
+}
+# SmolLM2's window is 8,192 positions; vLLM refuses a longer --max-model-len. Longer BFCL prompts are
+# refused per request and scored as failed items.
+POLICY_SERVING = {"smollm2": dict(max_model_len=8192)}
+
+
 @dataclass(frozen=True)
 class DemoSettings:
     run: str
@@ -45,9 +58,9 @@ class DemoSettings:
 
     @classmethod
     def make(cls, run: str | None = None, quick: bool = False, policy: str = "tiny", **overrides) -> DemoSettings:
-        base = dict(steps=2, save_every=2, sample=1, repeat_passes=2) if quick else dict(
-            steps=12, save_every=4, sample=2, repeat_passes=3
-        )
+        if policy not in SIZES:
+            raise ValueError(f"policy {policy!r}: expected one of {sorted(SIZES)}")
+        base = dict(SIZES[policy]["quick" if quick else "full"], **POLICY_SERVING.get(policy, {}))
         base.update({k: v for k, v in overrides.items() if v is not None})
         run = run or time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
         return cls(run=run, quick=quick, policy=policy, **base)

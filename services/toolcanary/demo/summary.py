@@ -9,6 +9,8 @@ from pathlib import Path
 
 from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 
+POLICY_WORDS = {"tiny": "a tiny random model", "smollm2": "SmolLM2-135M trained for a step or two"}
+
 
 def _rel(path: Path) -> str:
     try:
@@ -37,7 +39,8 @@ def render(settings: DemoSettings, wall_s: float) -> str:
     if table.is_file():
         lines += [table.read_text().rstrip(), ""]
     lines += [
-        "On CPU the policy is a tiny model: the numbers show the pipeline works, not what RL does to a 4B policy.",
+        f"On CPU the policy is {POLICY_WORDS[settings.policy]}: the numbers show the pipeline works, "
+        "not what RL does to a 4B policy.",
         "Next, on GPUs (see README, 'On GPUs'):",
         "  cp .env.example .env && make up            # simulator (Qwen3-8B) + GRPO on Qwen3-4B, 200 steps",
         "  make eval STEP=200                         # serve one checkpoint and score it on BFCL V4",

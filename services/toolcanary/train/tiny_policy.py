@@ -46,7 +46,7 @@ def tiny_config(tokenizer) -> Qwen3Config:
     return config
 
 
-def _patch_json(path: Path, **updates) -> None:
+def patch_json(path: Path, **updates) -> None:
     data = json.loads(path.read_text())
     data.update(updates)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
@@ -65,11 +65,22 @@ def build_tiny_policy(out: str | Path, seed: int = 0) -> Path:
     eos, pad = config.eos_token_id, config.pad_token_id
     GenerationConfig(eos_token_id=[eos, pad], pad_token_id=pad, do_sample=True, temperature=0.6, top_p=0.95,
                      top_k=20).save_pretrained(out)
-    _patch_json(out / "config.json", rope_theta=1e6, torch_dtype="bfloat16")
-    _patch_json(out / "tokenizer_config.json", tokenizer_class="Qwen2Tokenizer")
+    patch_json(out / "config.json", rope_theta=1e6, torch_dtype="bfloat16")
+    patch_json(out / "tokenizer_config.json", tokenizer_class="Qwen2Tokenizer")
     logger.info("tiny policy: %d tokens, %d parameters -> %s", len(tokenizer),
                 sum(p.numel() for p in model.parameters()), out)
     return out
+
+
+def build_base_policy(policy: str, out: Path, seed: int = 0) -> tuple[str, Path]:
+    """(base model name, folder) of a named policy built into `out`, or of a folder given as is."""
+    if policy == "tiny":
+        return TINY_BASE_MODEL, build_tiny_policy(out, seed=seed)
+    if policy == "smollm2":
+        from toolcanary.train.smollm2_policy import SMOLLM2_BASE_MODEL, build_smollm2_policy
+
+        return SMOLLM2_BASE_MODEL, build_smollm2_policy(out)
+    return policy, Path(policy)
 
 
 def load_policy(folder: str | Path, dtype: torch.dtype = torch.float32):

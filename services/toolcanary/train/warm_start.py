@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 
 import torch
 from tqdm import tqdm
@@ -66,8 +67,9 @@ def encode_conversations(tokenizer, conversations: list[tuple[SimulatedTask, str
 
 
 def warm_start(model, tokenizer, examples: list[tuple[list[int], list[int]]], *, steps: int, lr: float,
-               batch_size: int = 4, seed: int = 0, progress: bool = True) -> list[float]:
-    """AdamW on the masked next-token loss; returns the loss of every step."""
+               batch_size: int = 4, seed: int = 0, progress: bool = True,
+               on_step: Callable[[int, float], None] | None = None) -> list[float]:
+    """AdamW on the masked next-token loss; returns the loss of every step (also given to `on_step`)."""
     if not examples:
         raise ValueError("warm start needs at least one gold conversation with an assistant turn")
     rng = random.Random(seed)
@@ -92,5 +94,7 @@ def warm_start(model, tokenizer, examples: list[tuple[list[int], list[int]]], *,
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         losses.append(step_loss)
+        if on_step is not None:
+            on_step(len(losses), step_loss)
     logger.info("warm start: %d steps, loss %.4f -> %.4f", steps, losses[0], losses[-1])
     return losses
