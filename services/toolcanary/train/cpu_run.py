@@ -62,8 +62,8 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
         examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
         # One row per step, so the loss curve is kept and a caller can follow a long warm start.
         record = settings.run_results() / WARM_START
-        record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(",".join(WARM_START_COLUMNS) + "\n")
+        record.unlink(missing_ok=True)  # a warm start killed before its reference was saved is redone
+        append_line(record, ",".join(WARM_START_COLUMNS) + "\n")
         warm_start(model, tokenizer, examples, steps=settings.warm_start_steps, lr=settings.warm_start_lr,
                    batch_size=4, seed=settings.seed, progress=progress,
                    on_step=lambda step, loss: append_line(record, f"{step},{loss:.6g}\n"))
