@@ -8,6 +8,8 @@ Run: .venvs/serve/bin/python -m pytest tests/serve -q      (the last two tests s
 import hashlib
 import json
 import os
+import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -31,12 +33,13 @@ def serve(*args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "toolcanary.serve", *args], capture_output=True, text=True, **kwargs)
 
 
-def with_manifest(folder: Path, step: int, base_model: str) -> Path:
+def with_manifest(folder: Path, step: int, base_model: str, enable_thinking: bool | None = True) -> Path:
     """Give a policy folder the manifest a published checkpoint carries."""
     digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
     manifest = dict(
         contract_version=CONTRACT_VERSION, run="served", step=step, base_model=base_model, weights_sha256=digest,
         weight_files=["model.safetensors"], commit="test", curriculum_level=1, created_at="2026-01-01T00:00:00Z",
+        enable_thinking=enable_thinking,
     )
     (folder / "manifest.json").write_text(json.dumps(manifest))
     return folder
@@ -55,7 +58,7 @@ def smollm2_checkpoint(tmp_path_factory):
     folder = tmp_path_factory.mktemp("smollm2") / "step_0000"
     subprocess.run([str(REPO / ".venvs" / "train" / "bin" / "python"), "-m", "toolcanary.train", "build-policy",
                     "--policy", "smollm2", "--out", str(folder)], check=True, capture_output=True, timeout=600)
-    return with_manifest(folder, 0, "smollm2")
+    return with_manifest(folder, 0, "smollm2", enable_thinking=False)
 
 
 def test_a_folder_without_a_complete_manifest_is_refused(tmp_path):
@@ -84,6 +87,21 @@ def test_a_policy_trained_without_thinking_is_served_without_it(checkpoint):
     assert '--default-chat-template-kwargs {"enable_thinking": false}' in done.stdout
 
 
+def test_the_thinking_mode_comes_from_the_manifest_unless_a_flag_overrides_it(tmp_path):
+    without = with_manifest(build_tiny_policy(tmp_path / "without" / "step_0001"), 1, "tiny", enable_thinking=False)
+    done = serve("--checkpoint", str(without), "--dry-run")
+    assert done.returncode == 0 and '--default-chat-template-kwargs {"enable_thinking": false}' in done.stdout
+    done = serve("--checkpoint", str(without), "--enable-thinking", "--dry-run")
+    assert done.returncode == 0 and "--default-chat-template-kwargs" not in done.stdout
+
+
+def test_a_manifest_without_the_thinking_mode_needs_an_explicit_choice(tmp_path):
+    unknown = with_manifest(build_tiny_policy(tmp_path / "old" / "step_0001"), 1, "tiny", enable_thinking=None)
+    done = serve("--checkpoint", str(unknown), "--dry-run")
+    assert done.returncode == 2 and "--no-enable-thinking" in done.stderr and "thinking mode" in done.stderr
+    assert serve("--checkpoint", str(unknown), "--no-enable-thinking", "--dry-run").returncode == 0
+
+
 def test_an_answer_length_cap_becomes_a_server_wide_generation_limit(checkpoint):
     done = serve("--checkpoint", str(checkpoint), "--max-new-tokens", "64", "--dry-run")
     assert '--override-generation-config {"max_new_tokens": 64}' in done.stdout
@@ -108,6 +126,30 @@ def test_the_cpu_build_gets_every_core_and_a_small_kv_cache_unless_told_otherwis
     assert mine == {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "4"}
 
 
+def documented_vllm_commands(readme: Path) -> list[list[str]]:
+    """Every `vllm serve` command in the fenced bash blocks of a README, continuation lines joined."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", readme.read_text(), flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if "vllm" in words and words[words.index("vllm") + 1] == "serve":
+                commands.append(words[words.index("vllm") + 2:])
+    return commands
+
+
+def test_the_recipe_readme_serves_the_simulator_with_flags_vllm_accepts():
+    """The documented simulator command parses with vLLM's own argument parser (0.33 has no --rope-scaling;
+    YaRN goes through --hf-overrides)."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    commands = documented_vllm_commands(REPO / "recipes" / "trustee-qwen3-4b" / "README.md")
+    assert commands, "the recipe README shows how to serve the simulator's LLM"
+    for model, *flags in commands:
+        parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(["--model", model, *flags])
+        assert parsed.hf_overrides["rope_scaling"]["rope_type"] == "yarn" and parsed.max_model_len == 131072
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -121,7 +163,7 @@ def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_pat
     log = log_path.open("wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "toolcanary.serve", "--checkpoint", str(folder), "--port", str(port),
-         "--max-model-len", str(max_model_len), "--no-enable-thinking", *launcher, "--", "--enforce-eager"],
+         "--max-model-len", str(max_model_len), *launcher, "--", "--enforce-eager"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -148,7 +190,7 @@ def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_pat
 
 @pytest.mark.slow
 def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, tmp_path):
-    report = serve_and_probe(checkpoint, "served-step0003", 2048, tmp_path / "vllm.log")
+    report = serve_and_probe(checkpoint, "served-step0003", 2048, tmp_path / "vllm.log", "--no-enable-thinking")
     assert report.models == ["served-step0003"] and report.max_model_len == 2048
 
 
@@ -156,6 +198,7 @@ def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, t
 def test_vllm_serves_the_smollm2_policy_with_the_hermes_parser(smollm2_checkpoint, tmp_path):
     # The hermes parser refuses a vocabulary without <tool_call>: serving at all shows the tokens landed.
     # Answers capped as the demo caps them: the probe sends no max_tokens and this policy has had no warm start.
+    # Served without thinking because its manifest says it trained without (no flag given).
     report = serve_and_probe(smollm2_checkpoint, "served-step0000", 8192, tmp_path / "vllm.log",
                              "--max-new-tokens", "128")
     assert report.models == ["served-step0000"] and report.max_model_len == 8192

@@ -12,9 +12,8 @@ import math
 import pytest
 import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
-from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
 
-from toolcanary.train.grpo import GrpoConfig, build_batch, grpo_update, sequence_logprobs
+from toolcanary.train.grpo import GrpoConfig, build_batch, grpo_advantage, grpo_update, sequence_logprobs
 from toolcanary.train.tiny_policy import load_policy
 
 PROMPT = [11, 12, 13, 14]
@@ -29,7 +28,7 @@ def _output(key: str, response: list[int], reward: float, aborted: bool = False,
 
 def _advantages(outputs):
     batch = build_batch(outputs)
-    advantages, _ = compute_grpo_outcome_advantage(batch.token_rewards, batch.response_mask, batch.index)
+    advantages, _ = grpo_advantage(batch.token_rewards, batch.response_mask, batch.index)
     return batch, advantages
 
 

@@ -31,7 +31,7 @@ def policy(tiny_dir):
 
 def test_publish_writes_a_complete_loadable_checkpoint_and_announces_it(policy, tmp_path):
     model, tokenizer = policy
-    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31)
+    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31, enable_thinking=False)
     assert folder.name == "step_0010"
     manifest = read_checkpoint_manifest(folder)
     assert (manifest.run, manifest.step, manifest.curriculum_level, manifest.base_model) == ("r", 10, 31, "tiny")
@@ -44,7 +44,7 @@ def test_publish_writes_a_complete_loadable_checkpoint_and_announces_it(policy, 
     assert AutoTokenizer.from_pretrained(folder).chat_template == tokenizer.chat_template
     assert oct((folder / "model.safetensors").stat().st_mode)[-3:] == "644"
     # Publishing the same step again keeps the first and does not announce twice.
-    publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31)
+    publish_checkpoint(model, tokenizer, tmp_path, run="r", step=10, base_model="tiny", curriculum_level=31, enable_thinking=False)
     assert len(read_published(tmp_path)) == 1
 
 
@@ -56,7 +56,7 @@ def test_a_publish_that_fails_midway_leaves_nothing_visible(policy, tmp_path, mo
 
     monkeypatch.setattr(tokenizer, "save_pretrained", broken)
     with pytest.raises(OSError):
-        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=3, base_model="tiny", curriculum_level=1)
+        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=3, base_model="tiny", curriculum_level=1, enable_thinking=False)
     assert not (tmp_path / "step_0003").exists() and read_published(tmp_path) == []
     assert remove_partial(tmp_path) and not list(tmp_path.glob(".step_*"))
 
@@ -71,7 +71,7 @@ def test_a_publish_killed_midway_leaves_only_complete_checkpoints(tiny_dir, tmp_
         "for step in range(1, 1000):\n"
         "    print('begin', step, flush=True)\n"
         f"    publish_checkpoint(model, tok, Path({str(tmp_path)!r}), run='k', step=step, base_model='t',"
-        " curriculum_level=1)\n"
+        " curriculum_level=1, enable_thinking=False)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     try:
@@ -101,8 +101,8 @@ def test_readers_refuse_a_folder_without_a_manifest_or_with_changed_weights(poli
     with pytest.raises(ContractError, match="no manifest"):
         read_checkpoint_manifest(tmp_path / "step_0001")
     with pytest.raises(ContractError):
-        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=1, base_model="t", curriculum_level=1)
-    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=2, base_model="t", curriculum_level=1)
+        publish_checkpoint(model, tokenizer, tmp_path, run="r", step=1, base_model="t", curriculum_level=1, enable_thinking=False)
+    folder = publish_checkpoint(model, tokenizer, tmp_path, run="r", step=2, base_model="t", curriculum_level=1, enable_thinking=False)
     with (folder / "model.safetensors").open("ab") as handle:
         handle.write(b"\0")
     with pytest.raises(ContractError, match="modified after publishing"):

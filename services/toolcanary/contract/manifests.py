@@ -30,6 +30,10 @@ class CheckpointManifest(BaseModel):
     commit: str
     curriculum_level: int = Field(ge=1, le=100)
     created_at: str
+    dtype: str | None = Field(None, description="floating dtype of the weight files (None: not recorded)")
+    enable_thinking: bool | None = Field(None, description=(
+        "the chat-template thinking mode the policy trained in, which serving uses by default "
+        "(None: not recorded; serving then needs --enable-thinking or --no-enable-thinking)"))
 
 
 class EvalPassManifest(BaseModel):

@@ -92,11 +92,11 @@ def run_demo(s: DemoSettings) -> None:
         group.stop("simulator")
 
         # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
-        # The CPU run trains without thinking, so its checkpoints are served in the same mode, and each
-        # answer is capped (see DemoSettings.max_new_tokens).
+        # Each checkpoint is served in the thinking mode its manifest records (the CPU run trains without),
+        # and each answer is capped (see DemoSettings.max_new_tokens).
         serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
                  f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --max-new-tokens {s.max_new_tokens} "
-                 "--no-enable-thinking -- --enforce-eager")
+                 "-- --enforce-eager")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
                            lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
         group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,

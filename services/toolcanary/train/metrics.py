@@ -80,14 +80,14 @@ def append_episodes(path: Path, records: list[dict]) -> None:
     append_line(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
-def drop_steps_after(metrics: Path, episodes: Path, step: int) -> None:
+def drop_steps_after(metrics: Path, episodes: Path | None, step: int) -> None:
     """On resume, forget rows of steps after the restored checkpoint: they are about to be redone."""
     if metrics.exists():
         with metrics.open(newline="") as handle:
             rows = list(csv.reader(handle))
         kept = rows[:1] + [r for r in rows[1:] if r and int(r[0]) <= step]
         metrics.write_text("".join(",".join(r) + "\n" for r in kept))
-    if episodes.exists():
+    if episodes is not None and episodes.exists():
         lines = [line for line in episodes.read_text().splitlines() if line.strip()]
         kept_lines = [line for line in lines if json.loads(line)["step"] <= step]
         episodes.write_text("".join(line + "\n" for line in kept_lines))

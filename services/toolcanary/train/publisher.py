@@ -3,10 +3,13 @@
 A checkpoint is written into a hidden temporary folder beside its final place (weights, tokenizer, chat
 template, and `manifest.json` last), every file and the folder are fsynced, and one `rename` makes it
 visible. Only then is a line `{"step", "path", "weights_sha256"}` appended to `published.jsonl`, which
-the evaluation's watcher follows; `path` is relative to the folder holding `published.jsonl`.
+the evaluation's watcher follows; `path` is relative to the folder holding `published.jsonl`. Weights are
+published in one floating dtype (bf16 unless the model's config names another): verl's `hf_model` save
+writes FSDP's fp32 master weights under a config that says bf16, twice the size a server needs. The
+manifest records that dtype and the chat-template thinking mode the policy trained in.
 
     publish_checkpoint(model, tokenizer, run_dir, run="demo", step=10, base_model="Qwen/Qwen3-4B",
-                       curriculum_level=31)
+                       curriculum_level=31, enable_thinking=False)
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.errors import ContractError
@@ -81,7 +85,7 @@ def remove_partial(run_dir: Path) -> list[Path]:
 
 
 def publish_checkpoint(model, tokenizer, run_dir: Path, *, run: str, step: int, base_model: str,
-                       curriculum_level: int, dtype: torch.dtype = torch.bfloat16) -> Path:
+                       curriculum_level: int, enable_thinking: bool, dtype: torch.dtype = torch.bfloat16) -> Path:
     """Write, then atomically reveal, one checkpoint; an already published step is left as it is."""
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / step_dir_name(step)
@@ -98,12 +102,14 @@ def publish_checkpoint(model, tokenizer, run_dir: Path, *, run: str, step: int, 
     config.update(torch_dtype=str(dtype).removeprefix("torch."), dtype=str(dtype).removeprefix("torch."))
     (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
     tokenizer.save_pretrained(tmp)
-    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level)
+    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level,
+                 dtype=dtype, enable_thinking=enable_thinking)
 
 
 def publish_folder(source: Path, run_dir: Path, *, run: str, step: int, base_model: str,
-                   curriculum_level: int) -> Path:
-    """Publish an HF folder already on disk (verl's `actor/huggingface/`), copied, then sealed the same way."""
+                   curriculum_level: int, enable_thinking: bool) -> Path:
+    """Publish an HF folder already on disk (verl's `actor/huggingface/`): copied, its weights cast to the
+    config's floating dtype (bf16 when it names none), then sealed the same way."""
     run_dir.mkdir(parents=True, exist_ok=True)
     final = run_dir / step_dir_name(step)
     if final.exists():
@@ -115,18 +121,54 @@ def publish_folder(source: Path, run_dir: Path, *, run: str, step: int, base_mod
                             "Add hf_model to actor.checkpoint.save_contents")
     tmp = run_dir / f".{step_dir_name(step)}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp)
-    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level)
+    shutil.copytree(source, tmp, ignore=shutil.ignore_patterns("*.safetensors"))
+    dtype = serving_dtype(tmp / "config.json")
+    cast_weights(Path(source), tmp, dtype)
+    return _seal(tmp, final, run_dir, run=run, step=step, base_model=base_model, curriculum_level=curriculum_level,
+                 dtype=dtype, enable_thinking=enable_thinking)
+
+
+FLOAT_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def serving_dtype(config_path: Path) -> torch.dtype:
+    """The floating dtype the model's config.json names (`dtype`, or the older `torch_dtype`), else bf16."""
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    name = str(config.get("dtype") or config.get("torch_dtype") or "bfloat16")
+    return FLOAT_DTYPES.get(name, torch.bfloat16)
+
+
+def cast_weights(source: Path, target: Path, dtype: torch.dtype) -> None:
+    """Write every safetensors file of `source` into `target` with its floating tensors in `dtype`, and keep
+    config.json and the shard index consistent with what was written."""
+    total = 0
+    for path in sorted(source.glob("*.safetensors")):
+        tensors = {name: (t.to(dtype) if t.is_floating_point() else t).contiguous()
+                   for name, t in load_file(path).items()}
+        total += sum(t.numel() * t.element_size() for t in tensors.values())
+        save_file(tensors, target / path.name, metadata={"format": "pt"})
+    name = str(dtype).removeprefix("torch.")
+    config_path = target / "config.json"
+    if config_path.exists():
+        config = json.loads(config_path.read_text())
+        config.update(dtype=name, torch_dtype=name)
+        config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    index_path = target / "model.safetensors.index.json"
+    if index_path.exists():
+        index = json.loads(index_path.read_text())
+        index.setdefault("metadata", {})["total_size"] = total
+        index_path.write_text(json.dumps(index, indent=2) + "\n")
 
 
 def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_model: str,
-          curriculum_level: int) -> Path:
+          curriculum_level: int, dtype: torch.dtype, enable_thinking: bool) -> Path:
     """Write the manifest last, fsync, rename into place, announce."""
     weight_files = sorted(p.name for p in tmp.glob("*.safetensors"))
     manifest = CheckpointManifest(
         contract_version=CONTRACT_VERSION, run=run, step=step, base_model=base_model,
         weights_sha256=weights_sha256(tmp, weight_files), weight_files=weight_files, commit=current_commit(),
         curriculum_level=curriculum_level, created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        dtype=str(dtype).removeprefix("torch."), enable_thinking=enable_thinking,
     )
     (tmp / CHECKPOINT_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     _fsync_tree(tmp)

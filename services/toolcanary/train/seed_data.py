@@ -1,37 +1,52 @@
-"""The parquet verl's dataset reads for the GPU recipe: one placeholder row per GRPO group and step.
+"""The parquet verl's dataset reads for the GPU recipe: training placeholders and held-out validation tasks.
 
-Tasks are not data here: the simulator writes them during the rollout, from the curriculum setting the
-agent-loop manager puts into each row. The rows only give verl something to batch and count (16 tasks
-per step x 200 steps = 3200 rows), and name the agent loop that plays them.
+Training tasks are not data here: the simulator writes them during the rollout, from the curriculum draw
+the agent-loop manager puts into each row, so the training rows only give verl something to batch and
+count (16 tasks per step x 200 steps = 3200 rows). Validation rows are real: each carries the episode
+spec of one fixed held-out task (its key, and settings drawn once at curriculum level 1 from a seed of
+their own), so every validation scores the policy on the same simulated tasks.
 
-    python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200
+    python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
 """
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from toolcanary.train.agent_loop import AGENT_NAME
+from toolcanary.train.curriculum import Curriculum
+from toolcanary.train.episode import EpisodeSpec
+from toolcanary.train.rollout import step_specs
 
 PLACEHOLDER = "A task will be written by the simulator for this group."
+VALIDATION_LEVEL = 1
 
 
-def write_seed_data(out: Path, rows: int, val_rows: int = 16) -> list[Path]:
+def validation_specs(run: str, count: int, seed: int = 0) -> list[EpisodeSpec]:
+    """The fixed held-out tasks: keys `<run>-val-s0000-gNN`, settings drawn once at level 1."""
+    curriculum = Curriculum(level=VALIDATION_LEVEL)
+    specs = step_specs(curriculum, step=0, groups=count, n=1, rng=random.Random(f"validation-{seed}"),
+                       run=f"{run}-val")
+    return [spec.model_copy(update={"split": "val"}) for spec in specs]
+
+
+def write_seed_data(out: Path, rows: int, *, run: str, val_rows: int = 16, seed: int = 0) -> list[Path]:
     """Write train.parquet and val.parquet under `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
+    base = {"prompt": [{"role": "user", "content": PLACEHOLDER}], "agent_name": AGENT_NAME,
+            "data_source": "toolcanary_simulated", "reward_model": {"ground_truth": ""}}
+    tables = {
+        "train": [{**base, "extra_info": {"index": index, "split": "train"}} for index in range(rows)],
+        "val": [{**base, "extra_info": {"index": index, **spec.model_dump(mode="json")}}
+                for index, spec in enumerate(validation_specs(run, val_rows, seed))],
+    }
     written = []
-    for name, count in (("train", rows), ("val", val_rows)):
-        table = pa.Table.from_pylist([{
-            "prompt": [{"role": "user", "content": PLACEHOLDER}],
-            "agent_name": AGENT_NAME,
-            "data_source": "toolcanary_simulated",
-            "reward_model": {"ground_truth": ""},
-            "extra_info": {"index": index, "split": name},
-        } for index in range(count)])
+    for name, table in tables.items():
         path = out / f"{name}.parquet"
-        pq.write_table(table, path)
+        pq.write_table(pa.Table.from_pylist(table), path)
         written.append(path)
     return written

@@ -4,10 +4,14 @@ checkpoint callback that publishes every save through the same atomic publisher 
     actor_rollout_ref.rollout.agent.agent_loop_manager_class=toolcanary.train.verl_hooks.CurriculumAgentLoopManager
     trainer.checkpoint_callback_class=toolcanary.train.verl_hooks.PublishingCheckpointCallback
 
-Both read the run id and volume roots from the environment (`TOOLCANARY_TRAIN_RUN`,
-`TOOLCANARY_CHECKPOINTS_DIR`, `TOOLCANARY_RUNS_DIR`); the curriculum state lives in
-`<runs>/<run>/trainer/curriculum.json`, written after every step and read back on restart.
-This glue cannot run without GPUs; its tests only import it and exercise the file handling.
+verl's V1 manager only dispatches a step's episodes (they finish in the background), so a step is closed
+(its row appended to `train_metrics.csv`, the curriculum moved) when the trainer moves on: at the next
+step's dispatch, or at a save, whichever comes first; the last step is always saved, so it always
+closes, and a checkpoint's manifest records the level after its own step. The state lives in one file,
+`<runs>/<run>/trainer/curriculum.json`, which both hooks read and write: the level, the last closed step,
+the state after every closed step (a restart that redoes steps rolls back to the state its checkpoint
+saw) and the attempt id each step was dispatched under (a redone step folds only its new episodes).
+Both read the run id and volume roots from the environment (`TOOLCANARY_TRAIN_RUN`, ...).
 """
 
 from __future__ import annotations
@@ -17,15 +21,19 @@ import logging
 import math
 import os
 import random
+import uuid
 from pathlib import Path
 
+from pydantic import ValidationError
 from tensordict import NonTensorStack
 from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
+import toolcanary.train.grpo  # noqa: F401  registers the toolcanary_grpo advantage estimator in this process
 from toolcanary.contract.errors import ContractError
 from toolcanary.train.curriculum import Curriculum
-from toolcanary.train.metrics import append_metrics_row, step_row
+from toolcanary.train.episode import EpisodeSpec
+from toolcanary.train.metrics import append_metrics_row, drop_steps_after, step_row
 from toolcanary.train.publisher import publish_folder
 from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
@@ -38,25 +46,54 @@ def curriculum_path(settings: TrainSettings) -> Path:
     return settings.run_state() / CURRICULUM_FILE
 
 
-def load_curriculum(settings: TrainSettings) -> Curriculum:
-    curriculum = Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
-                            no_call_fraction=settings.no_call_fraction)
+def episode_dir(settings: TrainSettings) -> Path:
+    return settings.run_results() / "episodes"
+
+
+def metrics_path(settings: TrainSettings) -> Path:
+    return settings.run_results() / "train_metrics.csv"
+
+
+def _fresh(settings: TrainSettings) -> Curriculum:
+    return Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
+                      no_call_fraction=settings.no_call_fraction)
+
+
+def _read(settings: TrainSettings) -> dict:
     path = curriculum_path(settings)
-    if path.exists():
-        curriculum.load_state_dict(json.loads(path.read_text()))
+    if not path.exists():
+        return {"history": {}, "attempts": {}}
+    state = json.loads(path.read_text())
+    state.setdefault("history", {})
+    state.setdefault("attempts", {})
+    return state
+
+
+def load_curriculum(settings: TrainSettings) -> Curriculum:
+    curriculum = _fresh(settings)
+    state = _read(settings)
+    if "level" in state:
+        curriculum.load_state_dict(state)
     return curriculum
 
 
-def save_curriculum(settings: TrainSettings, curriculum: Curriculum) -> None:
+def save_curriculum(settings: TrainSettings, curriculum: Curriculum, history: dict | None = None,
+                    attempts: dict | None = None) -> None:
+    """Write the state atomically (a reader never sees half a file)."""
+    previous = _read(settings)
+    state = {**curriculum.state_dict(), "history": previous["history"] if history is None else history,
+             "attempts": previous["attempts"] if attempts is None else attempts}
     path = curriculum_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(curriculum.state_dict()))
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
     os.replace(tmp, path)
 
 
-def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng: random.Random) -> list[dict]:
-    """One spec per row; rows sharing a uid (the n rollouts of a prompt) share one task key and setting."""
+def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng: random.Random,
+                 attempt: str | None = None) -> list[dict]:
+    """One spec per row; rows sharing a uid share one task key and setting (verl's V1 manager spawns the
+    n rollouts of a row itself, and the agent loop appends each rollout's number to the episode id)."""
     order = list(dict.fromkeys(str(u) for u in uids))
     groups = {uid: spec for uid, spec in zip(order, step_specs(curriculum, step=step, groups=len(order), n=1,
                                                                 rng=rng, run=run), strict=True)}
@@ -64,65 +101,133 @@ def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng
     rows = []
     for uid in (str(u) for u in uids):
         member = seen[uid] = seen.get(uid, -1) + 1
-        spec = groups[uid].model_copy(update={"episode_id": f"{groups[uid].task_key}-r{member:02d}"})
-        rows.append(spec.model_dump(mode="json"))
+        spec = groups[uid]
+        episode_id = spec.task_key if member == 0 else f"{spec.task_key}-p{member:02d}"
+        rows.append(spec.model_copy(update={"episode_id": episode_id, "attempt": attempt}).model_dump(mode="json"))
     return rows
 
 
-def close_step(settings: TrainSettings, curriculum: Curriculum, step: int) -> dict | None:
-    """Fold the finished episodes of `step` (written by the agent loops) into metrics and the curriculum."""
-    records = [json.loads(line) for path in sorted(episode_dir(settings).glob("*.jsonl"))
-               for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] == step]
+def validation_rows(rows: list, step: int) -> list[dict]:
+    """The held-out tasks of val.parquet as they are, with this validation's step in their ids."""
+    out = []
+    for row in rows:
+        try:
+            spec = EpisodeSpec.model_validate(dict(row))
+        except ValidationError:
+            spec = None
+        if spec is None or spec.split != "val":
+            raise ContractError("data.val_files: extra_info", "the episode spec of a held-out task (split val)",
+                                repr(dict(row))[:200], "Rewrite the validation rows with `seed-data`")
+        out.append(spec.model_copy(update={"step": step, "episode_id": f"{spec.task_key}-at{step:04d}"})
+                   .model_dump(mode="json"))
+    return out
+
+
+def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attempt: str | None = None) -> dict | None:
+    """Fold the finished training episodes of `step` (of `attempt`, when given) into its metrics row and
+    the level, and persist the state; None (and nothing changed) when the step left no episode records."""
+    records = [record for path in sorted(episode_dir(settings).glob("*.jsonl"))
+               for record in (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+               if record["step"] == step and record.get("split", "train") == "train"
+               and (attempt is None or record.get("attempt") == attempt)]
     if not records:
         return None
     row = step_row(step, records, level=curriculum.level, update={}, step_seconds=math.nan)
-    append_metrics_row(settings.run_results() / "train_metrics.csv", row)
+    append_metrics_row(metrics_path(settings), row)
     curriculum.update(row["reward_mean"])  # aborted episodes count at 0 in this mean, as in TRUSTEE
-    save_curriculum(settings, curriculum)
+    _record_closed(settings, curriculum, step)
     return row
 
 
-def episode_dir(settings: TrainSettings) -> Path:
-    return settings.run_results() / "episodes"
+def _record_closed(settings: TrainSettings, curriculum: Curriculum, step: int) -> None:
+    curriculum.step = step
+    state = _read(settings)
+    save_curriculum(settings, curriculum, {**state["history"], str(step): curriculum.state_dict()}, state["attempts"])
+
+
+def close_through(settings: TrainSettings, step: int) -> Curriculum:
+    """Close every dispatched step up to `step` that is still open; returns the curriculum after it."""
+    curriculum = load_curriculum(settings)
+    attempts = _read(settings)["attempts"]
+    for pending in range(curriculum.step + 1, step + 1):
+        if close_step(settings, curriculum, pending, attempts.get(str(pending))) is None:
+            logger.warning("no episode records for step %d; the curriculum holds at level %d", pending,
+                           curriculum.level)
+            _record_closed(settings, curriculum, pending)
+    return curriculum
+
+
+def begin_step(settings: TrainSettings, step: int) -> tuple[Curriculum, str]:
+    """The curriculum `step` draws from and the attempt id it is dispatched under.
+
+    Steps before it are closed first. If the state is already past it (the trainer restarted from an
+    earlier checkpoint and redoes steps), the state is rolled back to what it was after step - 1, and the
+    metrics rows of the steps to redo are dropped.
+    """
+    state = _read(settings)
+    if int(state.get("step", 0)) >= step:
+        before = state["history"].get(str(step - 1))
+        curriculum = _fresh(settings)
+        if before is not None:
+            curriculum.load_state_dict(before)
+        logger.warning("redoing step %d after a restart: curriculum back to level %d", step, curriculum.level)
+        history = {k: v for k, v in state["history"].items() if int(k) < step}
+        attempts = {k: v for k, v in state["attempts"].items() if int(k) < step}
+        drop_steps_after(metrics_path(settings), None, step - 1)
+        save_curriculum(settings, curriculum, history, attempts)
+    curriculum = close_through(settings, step - 1)
+    attempt = uuid.uuid4().hex[:12]
+    state = _read(settings)
+    save_curriculum(settings, curriculum, state["history"], {**state["attempts"], str(step): attempt})
+    return curriculum, attempt
 
 
 class CurriculumAgentLoopManager(AgentLoopManagerTQ):
-    """Before each step: close the previous one (metrics row, level update), then write this step's
-    curriculum draw into every prompt row (its n rollouts share it, hence one task)."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.settings = TrainSettings.from_env()
-        self.curriculum = load_curriculum(self.settings)
-        self.rng = random.Random(self.settings.seed + self.curriculum.step)
+    """Before each step's dispatch: close the steps before it, then write this step's curriculum draw
+    into every prompt row (its n rollouts share it, hence one task). Validation rows keep their
+    held-out task and get this step's number."""
 
     def generate_sequences(self, prompts) -> None:
-        if "validate" in prompts.keys() and bool(prompts["validate"]):
-            return super().generate_sequences(prompts)
+        settings = TrainSettings.from_env()
         step = int(prompts["global_steps"])
-        while self.curriculum.step < step - 1:
-            closed = close_step(self.settings, self.curriculum, self.curriculum.step + 1)
-            if closed is None:
-                logger.warning("no episode records for step %d; the curriculum holds", self.curriculum.step + 1)
-                self.curriculum.step += 1
-        logger.info("curriculum: step %d at level %d, derived %s", step, self.curriculum.level,
-                    self.curriculum.derived().as_dict())
-        specs = assign_specs(list(prompts["uid"]), self.curriculum, step=step, run=self.settings.run, rng=self.rng)
+        if "validate" in prompts.keys() and bool(prompts["validate"]):
+            prompts["extra_info"] = NonTensorStack(*validation_rows(list(prompts["extra_info"]), step))
+            return super().generate_sequences(prompts)
+        curriculum, attempt = begin_step(settings, step)
+        logger.info("curriculum: step %d at level %d, derived %s", step, curriculum.level,
+                    curriculum.derived().as_dict())
+        # One generator per step: a step redone after a restart draws the same tasks at the same level,
+        # which the simulator requires of a task key it has already written.
+        rng = random.Random(f"{settings.seed}-{step}")
+        specs = assign_specs(list(prompts["uid"]), curriculum, step=step, run=settings.run, rng=rng,
+                             attempt=attempt)
         prompts["extra_info"] = NonTensorStack(*specs)
         return super().generate_sequences(prompts)
 
 
 class PublishingCheckpointCallback(CheckpointCallback):
-    """After each verl save, publish `<checkpoint_dir>/actor/huggingface` as `step_NNNN` with a manifest."""
+    """After each verl save: close the saved step (its episodes are done), then publish
+    `<checkpoint_dir>/actor/huggingface` as `step_NNNN` with a manifest."""
 
     def on_save(self, trainer, global_step: int, checkpoint_dir: str, async_save: bool = False, **kwargs) -> None:
         settings = TrainSettings.from_env()
-        source = Path(checkpoint_dir) / "actor" / "huggingface"
-        state = curriculum_path(settings)
-        if not state.exists():
-            raise ContractError(str(state), "the curriculum state the agent-loop manager writes every step",
+        if not curriculum_path(settings).exists():
+            raise ContractError(str(curriculum_path(settings)), "the curriculum state the agent-loop manager writes",
                                 "no such file", "Set agent_loop_manager_class to CurriculumAgentLoopManager")
-        level = int(json.loads(state.read_text())["level"])
+        curriculum = close_through(settings, global_step)
+        source = Path(checkpoint_dir) / "actor" / "huggingface"
         base_model = str(self.config.actor_rollout_ref.model.path) if self.config is not None else "unknown"
         publish_folder(source, settings.run_checkpoints(), run=settings.run, step=global_step,
-                       base_model=base_model, curriculum_level=level)
+                       base_model=base_model, curriculum_level=curriculum.level,
+                       enable_thinking=recipe_thinking(self.config))
+
+
+def recipe_thinking(config) -> bool:
+    """The chat-template mode the policy trains in, which its checkpoints must be served in."""
+    kwargs = (config.data.get("apply_chat_template_kwargs") or {}) if config is not None else {}
+    thinking = kwargs.get("enable_thinking")
+    if not isinstance(thinking, bool):
+        raise ContractError("data.apply_chat_template_kwargs.enable_thinking",
+                            "true or false, set by the recipe", repr(thinking),
+                            "Set it in the recipe so that checkpoints are served in the mode they trained in")
+    return thinking

@@ -1,0 +1,201 @@
+"""The GPU recipe, checked as far as a CPU reaches: composed and validated by verl's own main_ppo up to
+the start of Ray, run as an unprivileged user in a read-only working directory, and the choices it
+depends on (sdpa with packed sequences, aborted episodes out of GPU-shaped group statistics, a
+validation row through the agent loop) exercised for real.
+
+Run: .venvs/train/bin/python -m pytest tests/train/test_recipe.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from conftest import GoldClient, fetch_task, run_episodes
+from verl import DataProto
+from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+from verl.utils.config import omega_conf_to_dataclass
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.simulator.scripted import gold_trajectory
+from toolcanary.train.episode import EpisodeSpec
+from toolcanary.train.recipe_check import _check_model, check_recipe
+from toolcanary.train.seed_data import write_seed_data
+from toolcanary.train.verl_hooks import validation_rows
+
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "trustee-qwen3-4b"
+VENV_BIN = Path(sys.executable).parent
+
+
+def recipe_args(*overrides: str) -> list[str]:
+    return ["--config-path", str(RECIPE), "--config-name", "trustee_qwen3_4b",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={RECIPE / 'agent_loops.yaml'}", *overrides]
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory, monkeypatch_module) -> Path:
+    """Volume roots with the seed rows written, and the environment train.sh would export."""
+    root = tmp_path_factory.mktemp("volumes")
+    env = {"TOOLCANARY_RUNS_DIR": root / "runs", "TOOLCANARY_RESULTS_DIR": root / "results",
+           "TOOLCANARY_CHECKPOINTS_DIR": root / "checkpoints", "TOOLCANARY_TRAIN_RUN": "r1"}
+    for key, value in env.items():
+        monkeypatch_module.setenv(key, str(value))
+    write_seed_data(root / "runs" / "r1" / "data", 32, run="r1")
+    return root
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.fixture(scope="module")
+def report(volumes):
+    """The recipe as verl's main_ppo composes it, with every check passed, in this process."""
+    ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}='{os.environ[k]}'"
+               for k in ("TOOLCANARY_TRAIN_RUN", "TOOLCANARY_RUNS_DIR", "TOOLCANARY_RESULTS_DIR",
+                         "TOOLCANARY_CHECKPOINTS_DIR")]
+    ray_env.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{volumes / 'results' / 'tb'}'")
+    return check_recipe(recipe_args(*ray_env))
+
+
+def test_verl_composes_and_validates_the_recipe_and_every_check_passes(report):
+    config = report.config
+    assert config.actor_rollout_ref.rollout.agent.agent_loop_manager_class.endswith("CurriculumAgentLoopManager")
+    assert config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu == 1
+    assert config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 1
+    assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    assert config.data.apply_chat_template_kwargs.enable_thinking is True
+    assert config.algorithm.adv_estimator == "toolcanary_grpo"
+    assert (config.data.train_batch_size, config.actor_rollout_ref.rollout.n, config.trainer.total_training_steps,
+            config.trainer.save_freq) == (16, 8, 200, 10)
+    assert any(line.startswith("Ray workers get") for line in report.checks), report.checks
+
+
+def run_in_read_only_workdir(command: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """Run `command` in a working directory it cannot write, as the image's working directory is for
+    the container's user: a non-root test runner gets a mode-555 folder; root, which ignores modes, gets
+    the folder bind-mounted read-only in a mount namespace of its own."""
+    if os.geteuid() == 0:
+        command = ["unshare", "--mount", "sh", "-c", 'mount --bind -o ro "$0" "$0" && cd "$0" && exec "$@"',
+                   str(cwd), *command]
+    else:
+        cwd.chmod(0o555)
+    env = {**env, "PATH": f"{VENV_BIN}:{env['PATH']}"}
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path):
+    volumes = tmp_path / "volumes"
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    env = {**os.environ, "TOOLCANARY_RUNS_DIR": str(volumes / "runs"), "TOOLCANARY_RESULTS_DIR": str(volumes / "results"),
+           "TOOLCANARY_CHECKPOINTS_DIR": str(volumes / "checkpoints"), "TOOLCANARY_TRAIN_RUN": "r2",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    done = run_in_read_only_workdir(["bash", str(RECIPE / "train.sh"), "--check"], workdir, env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ok  attention 'sdpa' is installed" in done.stdout
+    assert list(workdir.iterdir()) == []  # no outputs/, tensorboard_log/ or anything else in the working dir
+    assert (volumes / "runs" / "r2" / "data" / "val.parquet").is_file()  # seed rows, written by that user
+    assert list((volumes / "runs" / "r2" / "trainer" / "hydra").iterdir())  # Hydra's run folder
+    assert (volumes / "results" / "r2" / "tensorboard").is_dir()
+    assert f"TENSORBOARD_DIR': '{volumes / 'results' / 'r2' / 'tensorboard'}'" in done.stdout  # handed to Ray
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=null", "log_prob_micro_batch_size"),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=null", "log_prob_micro_batch_size"),
+    ("actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2", "flash_attn"),
+    ("data.apply_chat_template_kwargs.enable_thinking=null", "enable_thinking"),
+    ("actor_rollout_ref.rollout.agent.agent_loop_manager_class=toolcanary.train.nowhere.Manager",
+     "agent_loop_manager_class"),
+    ("algorithm.adv_estimator=no_such_estimator", "adv_estimator"),
+    ("++ray_kwargs.ray_init.runtime_env.env_vars.TOOLCANARY_TRAIN_RUN='${oc.env:TOOLCANARY_TRAIN_RUN}'",
+     "env_vars"),
+], ids=["ref-micro-batch", "rollout-micro-batch", "flash-attn", "thinking", "manager", "estimator", "ray-env"])
+def test_each_failure_a_gpu_run_would_meet_late_is_refused_before_ray(volumes, override, message, capsys):
+    with pytest.raises(ContractError) as refused:
+        check_recipe(recipe_args(override))
+    assert message in str(refused.value) + capsys.readouterr().err
+
+
+def test_verls_default_flash_attention_fails_to_build_the_model_here(report, tiny_dir):
+    """What the workers would meet on an image without flash-attn, reproduced on the model itself."""
+    config = report.config.copy()
+    config.actor_rollout_ref.model.path = str(tiny_dir)
+    config.actor_rollout_ref.model.override_config.attn_implementation = "flash_attention_2"
+    with pytest.raises(ContractError, match="FlashAttention2"):
+        _check_model(config, report)
+    config.actor_rollout_ref.model.override_config.attn_implementation = "sdpa"
+    _check_model(config, report)
+
+
+def test_sdpa_attends_within_each_packed_sequence_as_verls_padding_free_forward_needs(tiny_dir):
+    """verl's use_remove_padding calls the model on all sequences packed into one row, with
+    position_ids restarting per sequence and no attention mask; with sdpa that must equal each
+    sequence alone."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, attn_implementation="sdpa", dtype=torch.float32).eval()
+    first, second = torch.randint(0, 500, (1, 13)), torch.randint(0, 500, (1, 9))
+    with torch.no_grad():
+        alone = [model(input_ids=ids, use_cache=False).logits[0] for ids in (first, second)]
+        packed = model(input_ids=torch.cat([first, second], dim=1), attention_mask=None, use_cache=False,
+                       position_ids=torch.cat([torch.arange(13), torch.arange(9)])[None]).logits[0]
+    torch.testing.assert_close(packed[:13], alone[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(packed[13:], alone[1], atol=1e-4, rtol=1e-4)
+
+
+def test_aborted_rows_leave_a_gpu_shaped_batchs_group_statistics_unchanged(report):
+    """The V1 trainer's own advantage path, with the recipe's estimator and algorithm section."""
+    algorithm = omega_conf_to_dataclass(report.config.algorithm)
+    uids = ["a"] * 4 + ["b"] * 4
+    rewards = [1.0, -1.0, 0.0, 0.0, 1.0, 1.0, -1.0, 0.0]
+    aborted = [False, False, True, True, False, False, False, True]
+
+    def advantages(rows: list[int]) -> torch.Tensor:
+        width = 5
+        mask = torch.zeros(len(rows), width)
+        scores = torch.zeros(len(rows), width)
+        for out, row in enumerate(rows):
+            if not aborted[row]:
+                mask[out, :3] = 1
+                scores[out, 2] = rewards[row]
+        data = DataProto.from_dict(tensors={"token_level_rewards": scores, "response_mask": mask},
+                                   non_tensors={"uid": np.array([uids[r] for r in rows], dtype=object)})
+        keys = [f"{uids[r]}_{r}_0" for r in rows]
+        out = compute_advantage_for_multi_trajectories(data, keys, adv_estimator=report.config.algorithm.adv_estimator,
+                                                       config=algorithm)
+        return out.batch["advantages"]
+
+    everything = advantages(list(range(8)))
+    kept = [r for r in range(8) if not aborted[r]]
+    torch.testing.assert_close(everything[kept], advantages(kept))
+    assert torch.all(everything[[r for r in range(8) if aborted[r]]] == 0)
+    assert everything[0, 0] > 0 > everything[1, 0]  # the group's mean is over its two finished rows
+
+
+def test_a_validation_row_plays_its_held_out_task_through_the_agent_loop(tmp_path, tokenizer, scripted_url):
+    val = write_seed_data(tmp_path, 4, run="r1", val_rows=3)[1]
+    rows = pq.read_table(val).column("extra_info").to_pylist()
+    specs = [EpisodeSpec.model_validate(row) for row in validation_rows(rows, step=50)]
+    assert {s.split for s in specs} == {"val"} and len({s.task_key for s in specs}) == 3
+    assert all(s.step == 50 and s.episode_id.endswith("-at0050") for s in specs)
+    spec = specs[0]
+    client = GoldClient(tokenizer, {spec.episode_id: gold_trajectory(fetch_task(scripted_url, spec))})
+    episode = run_episodes(tokenizer, client, scripted_url, [spec])[0].extra_fields["episode"]
+    assert episode["outcome"] == "ok" and episode["split"] == "val" and episode["verifier_reward"] == 1
+    assert validation_rows(rows, step=100)[0]["task_key"] == spec.task_key  # the same task every time
+
+
+def test_a_training_placeholder_is_refused_as_a_validation_row(tmp_path):
+    train = write_seed_data(tmp_path, 2, run="r1", val_rows=1)[0]
+    with pytest.raises(ContractError, match="held-out"):
+        validation_rows(pq.read_table(train).column("extra_info").to_pylist(), step=1)
