@@ -26,7 +26,6 @@ from unittest import mock
 
 from toolcanary.contract.errors import ContractError
 
-
 # What each attention implementation needs installed besides torch and transformers.
 ATTENTION_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface",
                       "sdpa": None, "eager": None}
