@@ -1,6 +1,6 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
 # Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
-#             SUITES="<test suites>"
+#             SUITES="<test suites>"  TOOLCANARY_UID / TOOLCANARY_GID (default: yours)
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
@@ -13,7 +13,15 @@ SUITES ?=
 VENV := .venvs
 need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
 
-.PHONY: help setup up down logs train eval eval-all watch figures audit demo test bench lint clean
+# What every command that runs Docker Compose gets: the containers run as the user who runs make, so what they
+# write under volumes/ is theirs. A value typed on the command line or exported in the shell wins:
+# make up TOOLCANARY_UID=1234.
+TOOLCANARY_UID ?= $(shell id -u)
+TOOLCANARY_GID ?= $(shell id -g)
+STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)
+ALL_PROFILES := --profile train --profile eval --profile analysis
+
+.PHONY: help setup env up down logs train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,28 +29,31 @@ help: ## list the targets
 setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 	python3 scripts/setup_venvs.py
 
+env: ## write .env from .env.example with your user and group ids (never overwrites a .env)
+	python3 scripts/write_env.py
+
 up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
-	$(COMPOSE) --profile train up -d
+	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
 down: ## GPUs: stop every service of the stack
-	$(COMPOSE) --profile train --profile eval --profile analysis down
+	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) down
 
 logs: ## GPUs: follow the logs of the running services
-	$(COMPOSE) --profile train --profile eval logs -f
+	$(STACK_ENV) $(COMPOSE) --profile train --profile eval logs -f
 
 train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
-	scripts/eval_step.sh $(STEP) $(PASS)
+	$(STACK_ENV) scripts/eval_step.sh $(STEP) $(PASS)
 
 eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
-	$(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
 
 watch: setup ## GPUs: score checkpoints of RUN as the trainer publishes them
 	$(need-run)
-	$(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
 figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)
 	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all
