@@ -19,6 +19,8 @@ need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-
 TOOLCANARY_UID ?= $(shell id -u)
 TOOLCANARY_GID ?= $(shell id -g)
 STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)
+# A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
+CHECK_ENV = python3 scripts/write_env.py --check
 ALL_PROFILES := --profile train --profile eval --profile analysis
 
 .PHONY: help setup env up down logs train eval eval-all watch figures audit demo test bench lint clean
@@ -29,10 +31,11 @@ help: ## list the targets
 setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 	python3 scripts/setup_venvs.py
 
-env: ## write .env from .env.example with your user and group ids (never overwrites a .env)
+env: ## write .env from .env.example with your user and group ids (never overwrites a .env; checks it)
 	python3 scripts/write_env.py
 
 up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
+	$(CHECK_ENV)
 	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
 down: ## GPUs: stop every service of the stack
@@ -45,14 +48,17 @@ train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RU
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
+	$(CHECK_ENV)
 	$(STACK_ENV) scripts/eval_step.sh $(STEP) $(PASS)
 
 eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
+	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
 
 watch: setup ## GPUs: score checkpoints of RUN as the trainer publishes them
 	$(need-run)
+	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
 figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)

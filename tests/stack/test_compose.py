@@ -44,8 +44,7 @@ def test_gpus_are_reserved_where_required_and_nowhere_else(resolved):
             assert devices and devices[0]["capabilities"] == ["gpu"], name
         else:
             assert devices == [], name
-    ids = {n: gpu_devices(services[n])[0]["device_ids"] for n in GPU_SERVICES}
-    assert ids == {"trainer": ["0,1,2,3"], "simulator": ["4,5,6,7"], "serve": ["0"]}
+    # Which ids, one per entry: test_gpu_devices.py.
 
 
 def test_checkpoints_are_read_only_for_serve_and_eval(resolved):
@@ -80,3 +79,4 @@ def test_profiles_start_the_phases_separately(resolved):
         "eval": ["eval"],
         "analysis": ["analysis"],
     }
+

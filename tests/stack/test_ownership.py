@@ -93,8 +93,11 @@ def test_make_env_never_overwrites_an_existing_env(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "expected"),
-    [("RUN=r1\n", f"TOOLCANARY_UID is not set: add the line TOOLCANARY_UID={UID}")],
-    ids=["ids-missing"],
+    [("RUN=r1\n", f"TOOLCANARY_UID is not set: add the line TOOLCANARY_UID={UID}"),
+     (f"RUN=r1\nTOOLCANARY_UID={UID}\nTOOLCANARY_GID={GID}\nTRAINER_GPUS=4,5,6,7\n",
+      "TRAINER_GPUS is no longer read (the stack would silently use its defaults): remove it and set "
+      "one id per variable: TRAINER_GPU_0=0 ... TRAINER_GPU_3=3")],
+    ids=["ids-missing", "retired-gpu-list"],
 )
 def test_make_env_on_an_incomplete_env_names_the_line_to_write_and_changes_nothing(tmp_path, content, expected):
     root = sandbox(tmp_path)
@@ -117,7 +120,7 @@ def test_ids_typed_by_the_user_win():
     assert "TOOLCANARY_GID=4243 " in run_make(ROOT, "-n", "up", env={"TOOLCANARY_GID": "4243"}).stdout
 
 
-def test_make_up_hands_the_ids_to_compose(tmp_path):
+def test_make_up_hands_the_ids_to_compose_and_refuses_a_retired_variable(tmp_path):
     root = sandbox(tmp_path)
     compose, log = recorder(tmp_path)
     (root / ".env").write_text("RUN=r1\n")  # an .env without ids: make passes its own
@@ -125,3 +128,7 @@ def test_make_up_hands_the_ids_to_compose(tmp_path):
     assert result.returncode == 0, result.stderr
     [call] = calls(log)
     assert call["command"] == "up" and call["env"]["TOOLCANARY_UID"] == UID and call["env"]["TOOLCANARY_GID"] == GID
+    (root / ".env").write_text("RUN=r1\nSIMULATOR_GPUS=0,1,2,3\n")
+    result = run_make(root, "up", f"COMPOSE={compose}")
+    assert result.returncode != 0 and "SIMULATOR_GPUS is no longer read" in result.stderr, result.stderr
+    assert len(calls(log)) == 1, "compose must not start with a .env the stack would partly ignore"
