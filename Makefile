@@ -1,6 +1,6 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
 # Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
-#             SUITES="<test suites>"  TOOLCANARY_UID / TOOLCANARY_GID (default: yours)
+#             SUITES="<test suites>"  TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, git's)
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
@@ -13,17 +13,19 @@ SUITES ?=
 VENV := .venvs
 need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
 
-# What every command that runs Docker Compose gets: the containers run as the user who runs make, so what they
-# write under volumes/ is theirs. A value typed on the command line or exported in the shell wins:
-# make up TOOLCANARY_UID=1234.
+# What every command that runs Docker Compose gets. The containers run as the user who runs make, so what they
+# write under volumes/ is theirs; the images record the commit they are built from (HEAD, -dirty when the tree
+# has changes). A value typed on the command line or exported in the shell wins: make up TOOLCANARY_UID=1234.
+# Without git (a source archive) TOOLCANARY_COMMIT is left to .env, else Compose uses "unknown".
 TOOLCANARY_UID ?= $(shell id -u)
 TOOLCANARY_GID ?= $(shell id -g)
-STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)
+TOOLCANARY_COMMIT ?= $(shell scripts/git_commit.sh)
+STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(if $(TOOLCANARY_COMMIT), TOOLCANARY_COMMIT=$(TOOLCANARY_COMMIT))
 # A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
 CHECK_ENV = python3 scripts/write_env.py --check
 ALL_PROFILES := --profile train --profile eval --profile analysis
 
-.PHONY: help setup env up down logs train eval eval-all watch figures audit demo test bench lint clean
+.PHONY: help setup env build up down logs train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -33,6 +35,10 @@ setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 
 env: ## write .env from .env.example with your user and group ids (never overwrites a .env; checks it)
 	python3 scripts/write_env.py
+
+build: ## GPUs: build the images of every profile, each labelled with the commit it is built from
+	$(CHECK_ENV)
+	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) build
 
 up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
 	$(CHECK_ENV)
