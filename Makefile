@@ -1,6 +1,8 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
 # Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
-#             SUITES="<test suites>"  TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, git's)
+#             SUITES="<test suites>"  COMPOSE="<compose command>"
+#             TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, and git's; see below)
+# Values typed here or exported in the shell win over .env.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
@@ -53,9 +55,9 @@ logs: ## GPUs: follow the logs of the running services
 train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
-eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
+eval: ## GPUs: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=P), stop serving
 	$(CHECK_ENV)
-	$(STACK_ENV) scripts/eval_step.sh $(STEP) $(PASS)
+	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
 eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
