@@ -4,6 +4,7 @@ Run: .venvs/dev/bin/python -m pytest tests/stack/test_compose.py -q
 """
 
 import os
+import re
 
 import pytest
 import yaml
@@ -80,3 +81,12 @@ def test_profiles_start_the_phases_separately(resolved):
         "analysis": ["analysis"],
     }
 
+
+def test_docker_stop_leaves_the_simulator_time_to_stop_both_of_its_processes(resolved, root):
+    # start-simulator.sh gives the simulator and then vLLM SIMULATOR_STOP_GRACE_S each before SIGKILL.
+    script = (root / "images" / "simulator" / "start-simulator.sh").read_text()
+    grace_s = int(re.search(r'grace_s="\$\{SIMULATOR_STOP_GRACE_S:-(\d+)\}"', script).group(1))
+    grace = resolved["services"]["simulator"]["stop_grace_period"]  # Compose writes Go durations: "1m30s"
+    parts = dict((unit, int(number)) for number, unit in re.findall(r"(\d+)([hms])", grace))
+    seconds = parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+    assert seconds > 2 * grace_s, f"stop_grace_period {grace} leaves vLLM no time after the simulator's {grace_s} s"
