@@ -1,6 +1,8 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
 # Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
-#             SUITES="<test suites>"
+#             SUITES="<test suites>"  COMPOSE="<compose command>"
+#             TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, and git's; see below)
+# Values typed here or exported in the shell win over .env.
 .DEFAULT_GOAL := help
 SHELL := /bin/bash
 COMPOSE ?= docker compose
@@ -13,7 +15,19 @@ SUITES ?=
 VENV := .venvs
 need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
 
-.PHONY: help setup up down logs train eval eval-all watch figures audit demo test bench lint clean
+# What every command that runs Docker Compose gets. The containers run as the user who runs make, so what they
+# write under volumes/ is theirs; the images record the commit they are built from (HEAD, -dirty when the tree
+# has changes). A value typed on the command line or exported in the shell wins: make up TOOLCANARY_UID=1234.
+# Without git (a source archive) TOOLCANARY_COMMIT is left to .env, else Compose uses "unknown".
+TOOLCANARY_UID ?= $(shell id -u)
+TOOLCANARY_GID ?= $(shell id -g)
+TOOLCANARY_COMMIT ?= $(shell scripts/git_commit.sh)
+STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(if $(TOOLCANARY_COMMIT), TOOLCANARY_COMMIT=$(TOOLCANARY_COMMIT))
+# A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
+CHECK_ENV = python3 scripts/write_env.py --check
+ALL_PROFILES := --profile train --profile eval --profile analysis
+
+.PHONY: help setup env build up down logs train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -21,28 +35,39 @@ help: ## list the targets
 setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 	python3 scripts/setup_venvs.py
 
+env: ## write .env from .env.example with your user and group ids (never overwrites a .env; checks it)
+	python3 scripts/write_env.py
+
+build: ## GPUs: build the images of every profile, each labelled with the commit it is built from
+	$(CHECK_ENV)
+	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) build
+
 up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
-	$(COMPOSE) --profile train up -d
+	$(CHECK_ENV)
+	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
 down: ## GPUs: stop every service of the stack
-	$(COMPOSE) --profile train --profile eval --profile analysis down
+	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) down
 
 logs: ## GPUs: follow the logs of the running services
-	$(COMPOSE) --profile train --profile eval logs -f
+	$(STACK_ENV) $(COMPOSE) --profile train --profile eval logs -f
 
 train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
-eval: ## GPUs: serve checkpoint STEP, score it on BFCL (PASS=P), stop serving
-	scripts/eval_step.sh $(STEP) $(PASS)
+eval: ## GPUs: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=P), stop serving
+	$(CHECK_ENV)
+	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
 eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
-	$(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
+	$(CHECK_ENV)
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
 
 watch: setup ## GPUs: score checkpoints of RUN as the trainer publishes them
 	$(need-run)
-	$(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
+	$(CHECK_ENV)
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
 figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)
 	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all

@@ -88,16 +88,30 @@ class StubUpstream:
     """A fake OpenAI-compatible chat server on 127.0.0.1, answering from a queue of scripted replies.
 
     Each reply is (status, content, delay_s), or a function of the request body returning one; when the queue
-    is empty, `default` is used. Requests are kept in `requests`.
+    is empty, `default` is used. Requests are kept in `requests`. GET /health and GET /v1/models answer with
+    `health_status` and `models_status` (vLLM has both; None leaves a route out, as a server without it) and
+    count their hits in `probes`. `port` reuses a port, to bring a stopped upstream back.
     """
 
-    def __init__(self, default=(200, '{"result": "ok", "reward": 1}', 0.0)) -> None:
+    def __init__(self, default=(200, '{"result": "ok", "reward": 1}', 0.0), port: int | None = None,
+                 health_status: int | None = 200, models_status: int | None = 200) -> None:
         self.default, self.replies, self.requests = default, deque(), []
-        self.port = free_port()
+        self.health_status, self.models_status, self.probes = health_status, models_status, []
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        app = Starlette(routes=[Route("/v1/chat/completions", self._chat, methods=["POST"])])
+        routes = [Route("/v1/chat/completions", self._chat, methods=["POST"])]
+        if health_status is not None:
+            routes.append(Route("/health", self._probe, methods=["GET"]))
+        if models_status is not None:
+            routes.append(Route("/v1/models", self._probe, methods=["GET"]))
+        app = Starlette(routes=routes)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    async def _probe(self, request: Request) -> Response:
+        self.probes.append(request.url.path)
+        status = self.health_status if request.url.path == "/health" else self.models_status
+        return JSONResponse({"object": "list", "data": [{"id": "stub"}]}, status_code=status)
 
     async def _chat(self, request: Request) -> Response:
         body = await request.json()
@@ -145,11 +159,11 @@ def upstreams():
 
 @pytest.fixture
 def stub_factory():
-    """`stub_factory(default)` -> a started StubUpstream, stopped at the end of the test."""
+    """`stub_factory(default, port=..., health_status=...)` -> a started StubUpstream, stopped at the end."""
     stubs = []
 
-    def make(default=(200, '{"result": "ok", "reward": 1}', 0.0)) -> StubUpstream:
-        stub = StubUpstream(default).start()
+    def make(default=(200, '{"result": "ok", "reward": 1}', 0.0), **options) -> StubUpstream:
+        stub = StubUpstream(default, **options).start()
         stubs.append(stub)
         return stub
 

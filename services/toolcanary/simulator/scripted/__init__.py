@@ -38,5 +38,8 @@ class ScriptedBackend:
     async def verify(self, request: VerifyRequest) -> RoleOutput:
         return RoleOutput(verify(request.task, request.trajectory, request.num_criteria))
 
+    async def unavailable(self) -> list[dict[str, str]]:
+        return []  # depends on nothing outside the process
+
     async def aclose(self) -> None:
         return None

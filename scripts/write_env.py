@@ -1,0 +1,115 @@
+"""Write .env from .env.example with the invoking user's ids filled in (`make env`); never overwrite a .env.
+
+The stack runs every container as TOOLCANARY_UID:TOOLCANARY_GID so that what the containers write under
+volumes/ belongs to the user who runs it. This script fills those two in with `id -u` / `id -g`. When the
+.env already exists it is left untouched and checked instead: a missing id, or a variable the stack no longer
+reads (e.g. TRAINER_GPUS, replaced by one variable per GPU), is reported with the exact line to write, and
+the exit status is 1. `--check` only checks (exit 0 when there is no .env yet: Compose reports what it needs).
+
+Run: python3 scripts/write_env.py [--out .env] [--example .env.example] [--uid N] [--gid N] [--check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = """examples:
+  python3 scripts/write_env.py                   # what `make env` runs: .env from .env.example, your ids
+  python3 scripts/write_env.py --check           # report problems of an existing .env, change nothing
+  python3 scripts/write_env.py --out /tmp/ci.env --uid 1000 --gid 1000
+"""
+# Variables the stack once read and no longer does: setting them changes nothing, which must not pass silently.
+RETIRED = {
+    "TRAINER_GPUS": "one id per variable: TRAINER_GPU_0=0 ... TRAINER_GPU_3=3",
+    "SIMULATOR_GPUS": "one id per variable: SIMULATOR_GPU_0=4 ... SIMULATOR_GPU_3=7",
+}
+ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
+
+
+def assignments(text: str) -> dict[str, str]:
+    """NAME -> value of each uncommented `NAME=value` line (quotes and trailing comments removed)."""
+    values = {}
+    for line in text.splitlines():
+        match = ASSIGNMENT.match(line)
+        if match:
+            raw = match.group(2).strip()
+            if raw[:1] in "\"'" and raw[-1:] == raw[:1] and len(raw) > 1:
+                raw = raw[1:-1]
+            else:
+                raw = raw.split(" #", 1)[0].strip()
+            values[match.group(1)] = raw
+    return values
+
+
+def fill_ids(example: str, uid: int, gid: int) -> str:
+    """The example's text with its TOOLCANARY_UID= and TOOLCANARY_GID= lines set to the given ids."""
+    text = example
+    for name, value in (("TOOLCANARY_UID", uid), ("TOOLCANARY_GID", gid)):
+        text, count = re.subn(rf"^{name}=.*$", f"{name}={value}", text, flags=re.M)
+        if count != 1:
+            raise SystemExit(f"error: the example env file should have exactly one '{name}=' line, found {count}; "
+                             "restore it from git")
+    return text
+
+
+def problems(env_text: str, uid: int, gid: int) -> list[str]:
+    """What an existing .env lacks or still sets, each with the line that fixes it."""
+    values = assignments(env_text)
+    found = []
+    for name, value in (("TOOLCANARY_UID", uid), ("TOOLCANARY_GID", gid)):
+        if not values.get(name):
+            found.append(f"{name} is not set: add the line {name}={value} (the containers run as this "
+                         "user, so what they write under volumes/ is yours)")
+    for name, instead in RETIRED.items():
+        if name in values:
+            found.append(f"{name} is no longer read (the stack would silently use its defaults): remove it and set "
+                         f"{instead}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 scripts/write_env.py", description=__doc__.splitlines()[0],
+                                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / ".env", help="the env file to write (default: .env)")
+    parser.add_argument("--example", type=Path, default=ROOT / ".env.example",
+                        help="the documented template (default: .env.example)")
+    parser.add_argument("--uid", type=int, default=os.getuid(), help="user id (default: yours, %(default)s)")
+    parser.add_argument("--gid", type=int, default=os.getgid(), help="group id (default: yours, %(default)s)")
+    parser.add_argument("--check", action="store_true", help="only check an existing env file; write nothing")
+    args = parser.parse_args(argv)
+
+    if args.out.exists():
+        found = problems(args.out.read_text(), args.uid, args.gid)
+        if args.check:
+            # make targets pass the ids themselves: only what they cannot fix is an error here.
+            found = [p for p in found if not p.startswith(("TOOLCANARY_UID", "TOOLCANARY_GID"))]
+        for problem in found:
+            print(f"{args.out}: {problem}", file=sys.stderr)
+        if found:
+            print(f"{args.out} was left unchanged: edit it as above (or move it away and run `make env` again)",
+                  file=sys.stderr)
+            return 1
+        if not args.check:
+            print(f"{args.out} exists and was left unchanged")
+        return 0
+    if args.check:
+        return 0
+    text = fill_ids(args.example.read_text(), args.uid, args.gid)
+    try:
+        with args.out.open("x") as handle:  # "x": never overwrite, even a .env created a moment ago
+            handle.write(text)
+    except FileExistsError:
+        print(f"{args.out} appeared while writing it and was left unchanged", file=sys.stderr)
+        return 1
+    print(f"wrote {args.out} from {args.example} with TOOLCANARY_UID={args.uid} TOOLCANARY_GID={args.gid}; "
+          "set RUN, the GPU ids, models and ports in it next")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

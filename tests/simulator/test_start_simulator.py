@@ -1,0 +1,190 @@
+"""images/simulator/start-simulator.sh, run for real in front of a fake vLLM: no failure hides behind it.
+
+The script is the simulator container's entry point. Each test runs it as the container would (bash, its own
+session), with the real simulator from this environment and `vllm.entrypoints.openai.api_server` replaced by
+the fake in tests/simulator/fake_vllm (healthy, never healthy, or failing at start-up), all on 127.0.0.1.
+Checked: the simulator never starts in front of a vLLM that did not become healthy; the script exits, non-zero,
+as soon as either process exits, and stops the other; SIGTERM stops both. Every wait is bounded.
+
+Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_start_simulator.py -q
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "images" / "simulator" / "start-simulator.sh"
+FAKE_VLLM = Path(__file__).parent / "fake_vllm"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Container:
+    """start-simulator.sh in its own session, with its output in a log file."""
+
+    def __init__(self, tmp_path: Path, mode: str, wait_s: int = 60) -> None:
+        self.vllm_port, self.sim_port = free_port(), free_port()
+        self.pidfile, self.log_path = tmp_path / "vllm.pid", tmp_path / "container.log"
+        env = {
+            # The simulator environment's python3 first, as the image's python3 holds the simulator.
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "HOME": str(tmp_path), "LANG": "C.UTF-8", "PYTHONPATH": str(FAKE_VLLM),
+            "TOOLCANARY_RUN": "start-test", "TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"),
+            "TOOLCANARY_SIMULATOR_HOST": "127.0.0.1", "TOOLCANARY_SIMULATOR_PORT": str(self.sim_port),
+            "SIMULATOR_VLLM_PORT": str(self.vllm_port), "SIMULATOR_VLLM_WAIT_S": str(wait_s),
+            "SIMULATOR_VLLM_POLL_S": "0.2", "SIMULATOR_STOP_GRACE_S": "5",
+            "FAKE_VLLM_MODE": mode, "FAKE_VLLM_PIDFILE": str(self.pidfile),
+        }
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(["bash", str(SCRIPT)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+
+    def output(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def exit_status(self, within_s: float) -> int:
+        try:
+            return self.process.wait(timeout=within_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"start-simulator.sh still runs after {within_s} s; its output:\n{self.output()}") \
+                from None
+
+    def vllm_pid(self) -> int:
+        deadline = time.monotonic() + 30
+        while not (self.pidfile.exists() and self.pidfile.read_text().strip()):
+            assert time.monotonic() < deadline, f"the fake vLLM never started:\n{self.output()}"
+            time.sleep(0.05)
+        return int(self.pidfile.read_text())
+
+    def simulator_pid(self) -> int:
+        """The simulator process, found by its command line: a child of the script, or the script itself
+        where it replaced itself with the simulator (exec)."""
+        pid = self.process.pid
+        for candidate in [pid, *map(int, Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]:
+            if b"toolcanary.simulator" in Path(f"/proc/{candidate}/cmdline").read_bytes():
+                return candidate
+        raise AssertionError(f"no simulator process under the script:\n{self.output()}")
+
+    def simulator_health(self) -> int | None:
+        """The simulator's /health status, or None while nothing listens."""
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.sim_port}/health", timeout=2).status_code
+        except httpx.TransportError:
+            return None
+
+    def wait_until_serving(self, within_s: float = 90) -> None:
+        deadline = time.monotonic() + within_s
+        while self.simulator_health() != 200:
+            assert self.process.poll() is None, f"start-simulator.sh exited early:\n{self.output()}"
+            assert time.monotonic() < deadline, f"the simulator did not answer /health within {within_s} s:\n" \
+                                                f"{self.output()}"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        # Whatever a failed test leaves, the script's own process group (which this test started) included:
+        # a vLLM the script failed to stop outlives the script itself.
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+        self.log.close()
+
+
+def gone(pid: int, within_s: float = 10) -> bool:
+    """True once `pid` no longer runs (a zombie counts as gone: it runs nothing)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except FileNotFoundError:
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture
+def container(tmp_path):
+    started: list[Container] = []
+
+    def start(mode: str, wait_s: int = 60) -> Container:
+        started.append(Container(tmp_path, mode, wait_s))
+        return started[-1]
+
+    yield start
+    for one in started:
+        one.close()
+
+
+def test_the_simulator_never_starts_in_front_of_a_vllm_that_never_becomes_healthy(container):
+    box = container("never-healthy", wait_s=2)
+    vllm = box.vllm_pid()
+    status = box.exit_status(within_s=30)
+    output = box.output()
+    assert status != 0, output
+    assert "vLLM did not become healthy within 2 s" in output and "the simulator was not started" in output, output
+    assert "toolcanary.simulator" not in output and "Uvicorn running" not in output, output
+    assert box.simulator_health() is None
+    assert gone(vllm), "the vLLM that never became healthy was left running"
+
+
+def test_a_vllm_that_fails_at_start_up_ends_the_container_with_its_status(container):
+    box = container("exit:3")
+    assert box.exit_status(within_s=30) == 3, box.output()
+    assert "vLLM exited with status 3 before it became healthy" in box.output()
+    assert box.simulator_health() is None
+
+
+def test_when_vllm_dies_the_simulator_is_stopped_and_the_container_exits(container):
+    box = container("healthy")
+    box.wait_until_serving()
+    vllm, simulator = box.vllm_pid(), box.simulator_pid()
+    os.kill(vllm, signal.SIGKILL)
+    assert box.exit_status(within_s=20) == 128 + signal.SIGKILL, box.output()
+    assert "vLLM exited with status 137; stopping the simulator" in box.output()
+    assert gone(simulator), "the simulator still runs in front of a dead vLLM"
+    assert box.simulator_health() is None
+
+
+def test_when_the_simulator_dies_vllm_is_stopped_and_the_container_exits(container):
+    box = container("healthy")
+    box.wait_until_serving()
+    vllm, simulator = box.vllm_pid(), box.simulator_pid()
+    os.kill(simulator, signal.SIGKILL)
+    assert box.exit_status(within_s=20) == 128 + signal.SIGKILL, box.output()
+    assert "the simulator exited with status 137; stopping vLLM" in box.output()
+    assert gone(vllm), "vLLM was left running without its simulator"
+
+
+def test_sigterm_stops_both_processes_and_the_container(container):
+    box = container("healthy")
+    box.wait_until_serving()
+    vllm, simulator = box.vllm_pid(), box.simulator_pid()
+    box.process.send_signal(signal.SIGTERM)
+    assert box.exit_status(within_s=30) == 128 + signal.SIGTERM, box.output()
+    assert gone(vllm) and gone(simulator), box.output()
+    assert "received SIGTERM" in box.output()
+
+
+def test_while_both_run_the_simulator_reports_healthy_in_front_of_vllm(container):
+    box = container("healthy")
+    box.wait_until_serving()
+    body = httpx.get(f"http://127.0.0.1:{box.sim_port}/health", timeout=5).json()
+    assert body["backend"] == "llm" and body["run"] == "start-test"
