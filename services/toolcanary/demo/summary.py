@@ -42,7 +42,7 @@ def render(settings: DemoSettings, wall_s: float) -> str:
         f"On CPU the policy is {POLICY_WORDS[settings.policy]}: the numbers show the pipeline works, "
         "not what RL does to a 4B policy.",
         "Next, on GPUs (see README, 'On GPUs'):",
-        "  cp .env.example .env && make up            # simulator (Qwen3-8B) + GRPO on Qwen3-4B, 200 steps",
+        "  make env && make up                        # simulator (Qwen3-8B) + GRPO on Qwen3-4B, 200 steps",
         "  make eval STEP=200                         # serve one checkpoint and score it on BFCL V4",
         "  docker compose run analysis make_figures --table",
         f"Rerun or resume this demo with: make demo RUN={settings.run}",
