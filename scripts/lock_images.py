@@ -14,7 +14,7 @@ written in the `pip list --format=freeze` form the Dockerfile feeds the script.
 tests/stack/test_gpu_image_resolution.py runs the same steps with the committed locks and fails when
 a lock is stale.
 
-Run (in an environment with `packaging`, e.g. .venvs/dev; each image takes 1-3 minutes of resolving):
+Run (in an environment with `packaging`, e.g. .venvs/dev; each image takes about a minute of resolving):
     .venvs/dev/bin/python scripts/lock_images.py                     # both images
     .venvs/dev/bin/python scripts/lock_images.py train               # only locks/image-train.txt
     .venvs/dev/bin/python scripts/lock_images.py --python /usr/bin/python3.12 simulator
