@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 VENVS = ROOT / ".venvs"
 LOCKS = ROOT / "locks"
 STAMP = ".toolcanary-stamp"
+# One pip for every environment (and for scripts/lock_images.py): resolver behaviour changes between releases.
+PIP = "pip==26.0.1"
 
 
 def load_recipes() -> tuple[dict, dict]:
@@ -76,7 +78,7 @@ def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
     with log_path.open("w") as log:
         run([python, "-m", "venv", str(target)], log)
         pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-        run(pip + ["install", "-q", "--upgrade", "pip==26.0.1", "setuptools==80.9.0", "wheel"], log)
+        run(pip + ["install", "-q", "--upgrade", PIP, "setuptools==80.9.0", "wheel"], log)
         constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
         spec = f".[{','.join(recipe['extras'])}]"
         run(pip + ["install", "-q", "-e", spec] + recipe.get("platform", []) + constraints, log)

@@ -1,4 +1,5 @@
-"""Dockerfiles pass hadolint with pinned bases, and every Makefile target expands.
+"""Dockerfiles pass hadolint with pinned bases, record their commit and run as any uid; every Makefile
+target expands.
 
 Run: .venvs/dev/bin/python -m pytest tests/stack/test_images_and_makefile.py -q
 """
@@ -27,10 +28,68 @@ def test_dockerfile_passes_hadolint(dockerfile):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def build_arg_defaults(text: str) -> dict:
+    return dict(re.findall(r"^ARG\s+(\w+)=(\S+)", text, flags=re.M))
+
+
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
 def test_base_images_are_pinned(dockerfile):
-    for base in re.findall(r"^FROM\s+(\S+)", dockerfile.read_text(), flags=re.M):
-        assert ":" in base and not base.endswith(":latest"), base
+    text = dockerfile.read_text()
+    defaults = build_arg_defaults(text)
+    for base in re.findall(r"^FROM\s+(\S+)", text, flags=re.M):
+        image = re.sub(r"\$\{?(\w+)\}?", lambda m: defaults.get(m[1], m[0]), base)
+        assert "$" not in image and ":" in image and not image.endswith(":latest"), (
+            f"{dockerfile.parent.name}: expected a pinned base (name:tag, directly or as an ARG default), got {base} -> {image}"
+        )
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_the_base_image_is_a_build_argument_declared_before_from(dockerfile):
+    text = dockerfile.read_text()
+    head = text.split("\nFROM ", 1)[0]
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}$", text, flags=re.M) and "BASE_IMAGE" in build_arg_defaults(head), (
+        f"{dockerfile.parent.name}: expected `ARG BASE_IMAGE=<pinned base>` before `FROM ${{BASE_IMAGE}}`, so that a "
+        "mirror or a local stand-in can replace the base at build time"
+    )
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_every_image_records_the_commit_it_was_built_from(dockerfile):
+    text = dockerfile.read_text()
+    for line in (
+        "ARG TOOLCANARY_COMMIT=unknown",
+        "LABEL org.opencontainers.image.revision=$TOOLCANARY_COMMIT",
+        "ENV TOOLCANARY_COMMIT=$TOOLCANARY_COMMIT",
+    ):
+        assert re.search(rf"^{re.escape(line)}$", text, flags=re.M), (
+            f"{dockerfile.parent.name}: expected the line `{line}` (the checkpoint publisher records "
+            "TOOLCANARY_COMMIT in every manifest), found none"
+        )
+
+
+def final(keyword: str, text: str) -> str:
+    values = re.findall(rf"^{keyword}\s+(.+)$", text, flags=re.M)
+    return values[-1].strip() if values else ""
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.parent.name)
+def test_every_image_runs_as_an_arbitrary_uid(dockerfile):
+    # Compose may run any image as the host's uid:gid, which has no home and owns nothing in the image.
+    text = dockerfile.read_text()
+    name = dockerfile.parent.name
+    home = re.search(r"\bHOME=(\S+)", text)
+    assert home, f"{name}: expected ENV HOME=<a directory any uid can write>, found no HOME"
+    assert re.search(rf"chmod 1777 {re.escape(home[1])}\b", text), (
+        f"{name}: expected HOME ({home[1]}) to be made writable for every uid (chmod 1777), found no such step"
+    )
+    assert re.search(r"\bUSER=\S+", text), f"{name}: expected ENV USER=... (getpass.getuser() for uids /etc/passwd lacks)"
+    user = final("USER", text)
+    assert user.isdigit() and user != "0", f"{name}: expected a non-root numeric default USER, got {user!r}"
+    workdir = final("WORKDIR", text)
+    assert workdir and not workdir.startswith("/opt/toolcanary"), (
+        f"{name}: expected the run-time WORKDIR outside /opt/toolcanary (installed files, not writable at run "
+        f"time), got {workdir!r}"
+    )
 
 
 def makefile_targets() -> list[str]:
