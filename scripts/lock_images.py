@@ -315,13 +315,19 @@ def run_pip(command: list[str], cwd: Path, env: dict, what: str, fix: str) -> No
         raise LockError(f"expected {what} to resolve; pip exited {result.returncode}:\n{tail(result)}\n{fix}")
 
 
-def resolve_engine(image: Image, bin_dir: Path, scratch: Path) -> Resolution:
-    """What pip installs for the image's engine alone (for the simulator: the base image's packages)."""
+def resolve_engine(image: Image, bin_dir: Path, scratch: Path, lock: Path | None = None) -> Resolution:
+    """What pip installs for the image's engine alone (for the simulator: the base image's packages).
+
+    lock: constraints for the engine's own dependencies. The train image installs its engine under its
+    lock, so that is the baseline its extras must not move; a fresh resolution would move with every new
+    release on the index and call the lock stale for no change of ours.
+    """
     requirement = engine_requirement(image)
     scratch.mkdir(parents=True, exist_ok=True)
     report = scratch / "engine-report.json"
+    constraints = ["--constraint", str(lock)] if lock else []
     run_pip(
-        [str(bin_dir / "python"), "-m", "pip", "install", requirement],
+        [str(bin_dir / "python"), "-m", "pip", "install", requirement, *constraints],
         cwd=scratch,
         env=dry_run_env(bin_dir, report),
         what=f"the engine `{requirement}` alone (Python {IMAGE_PYTHON})",

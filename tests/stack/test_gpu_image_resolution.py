@@ -51,9 +51,14 @@ def resolutions(tmp_path_factory) -> dict:
     images = {name: lock_images.IMAGES[name] for name in IMAGES}
     # pip spends most of a resolution waiting on the index, so the independent ones run side by side.
     with ThreadPoolExecutor(max_workers=3) as pool:
+        # The train image's engine under its own lock (what the image installs it with); the simulator's base
+        # as a fresh resolution of its vLLM release (what a freshly built base ships).
         engines = {
             name: pool.submit(
-                outcome, lambda i=image: lock_images.resolve_engine(i, bin_dir, scratch / i.name / "engine")
+                outcome,
+                lambda i=image: lock_images.resolve_engine(
+                    i, bin_dir, scratch / i.name / "engine",
+                    lock=ROOT / i.lock if i.base_list_arg is None and (ROOT / i.lock).is_file() else None),
             )
             for name, image in images.items()
         }

@@ -25,7 +25,12 @@ from verl.utils.config import omega_conf_to_dataclass
 from toolcanary.contract.errors import ContractError
 from toolcanary.simulator.scripted import gold_trajectory
 from toolcanary.train.episode import EpisodeSpec
-from toolcanary.train.recipe_check import _check_model, check_recipe
+from toolcanary.train.recipe_check import (
+    ATTENTION_PACKAGES,
+    _check_model,
+    attention_implementation,
+    check_recipe,
+)
 from toolcanary.train.seed_data import write_seed_data
 from toolcanary.train.verl_hooks import validation_rows
 
@@ -124,6 +129,18 @@ def test_each_failure_a_gpu_run_would_meet_late_is_refused_before_ray(volumes, o
     with pytest.raises(ContractError) as refused:
         check_recipe(recipe_args(override))
     assert message in str(refused.value) + capsys.readouterr().err
+
+
+def test_the_train_image_installs_the_attention_implementation_the_recipe_asks_for(report):
+    """locks/image-train.txt is every package the GPU train image installs (checked against pip's resolver in
+    tests/stack/test_gpu_image_resolution.py)."""
+    lock = RECIPE.parents[1] / "locks" / "image-train.txt"
+    pinned = {line.split("==")[0].lower().replace("_", "-"): line.split("==")[1]
+              for line in lock.read_text().splitlines() if "==" in line and not line.startswith("#")}
+    implementation = attention_implementation(report.config)
+    needed = (ATTENTION_PACKAGES[implementation] or (None, None))[1]
+    assert needed is None or needed in pinned, f"{implementation} needs {needed}, which the train image lacks"
+    assert int(pinned["torch"].split(".")[0]) >= 2  # sdpa is torch's own since 2.0
 
 
 def test_verls_default_flash_attention_fails_to_build_the_model_here(report, tiny_dir):

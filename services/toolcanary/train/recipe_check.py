@@ -26,9 +26,9 @@ from unittest import mock
 
 from toolcanary.contract.errors import ContractError
 
-# What each attention implementation needs installed besides torch and transformers.
-ATTENTION_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface",
-                      "sdpa": None, "eager": None}
+# What each attention implementation needs installed besides torch and transformers: (module, distribution).
+ATTENTION_PACKAGES = {"flash_attention_2": ("flash_attn", "flash-attn"),
+                      "flash_attention_3": ("flash_attn_interface", "flash-attn-3"), "sdpa": None, "eager": None}
 
 
 @dataclass
@@ -189,14 +189,17 @@ def _check_classes(config, report: RecipeReport) -> None:
                   f"{agent.default_agent_loop!r}")
 
 
-def _check_attention(config, report: RecipeReport) -> None:
+def attention_implementation(config) -> str:
     """verl's model config asks transformers for flash_attention_2 unless the recipe says otherwise."""
-    implementation = config.actor_rollout_ref.model.get("override_config", {}).get("attn_implementation",
-                                                                                   "flash_attention_2")
+    return config.actor_rollout_ref.model.get("override_config", {}).get("attn_implementation", "flash_attention_2")
+
+
+def _check_attention(config, report: RecipeReport) -> None:
+    implementation = attention_implementation(config)
     if implementation not in ATTENTION_PACKAGES:
         raise ContractError("actor_rollout_ref.model.override_config.attn_implementation",
                             f"one of {sorted(ATTENTION_PACKAGES)}", repr(implementation))
-    package = ATTENTION_PACKAGES[implementation]
+    package = (ATTENTION_PACKAGES[implementation] or (None, None))[0]
     if package is not None and importlib.util.find_spec(package) is None:
         raise ContractError("actor_rollout_ref.model.override_config.attn_implementation",
                             f"an implementation this environment can run ({package} for {implementation})",
