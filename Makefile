@@ -26,6 +26,8 @@ STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(i
 # A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
 CHECK_ENV = python3 scripts/write_env.py --check
 ALL_PROFILES := --profile train --profile eval --profile analysis
+# The host-side evaluation commands read .env as Compose does (a value typed or exported still wins).
+HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-override --)
 
 .PHONY: help setup env build up down logs train eval eval-all watch figures audit demo test bench lint clean
 
@@ -38,43 +40,43 @@ setup: ## build .venvs/<image> for every image extra (reuses unchanged ones)
 env: ## write .env from .env.example with your user and group ids (never overwrites a .env; checks it)
 	python3 scripts/write_env.py
 
-build: ## GPUs: build the images of every profile, each labelled with the commit it is built from
+build: ## stack: build the images of every profile, each labelled with the commit it is built from
 	$(CHECK_ENV)
 	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) build
 
-up: ## GPUs: start the training profile (simulator, then trainer once it is healthy)
+up: ## stack: start the training profile (simulator, then trainer once it is healthy)
 	$(CHECK_ENV)
 	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
-down: ## GPUs: stop every service of the stack
+down: ## stack: stop every service of the stack
 	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) down
 
-logs: ## GPUs: follow the logs of the running services
+logs: ## stack: follow the logs of the running services
 	$(STACK_ENV) $(COMPOSE) --profile train --profile eval logs -f
 
 train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
-eval: ## GPUs: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=P), stop serving
+eval: ## stack: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=P), stop serving
 	$(CHECK_ENV)
 	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
-eval-all: setup ## GPUs: score every published checkpoint of RUN not yet scored, plus the repeats
+eval-all: setup ## stack: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
 
-watch: setup ## GPUs: score checkpoints of RUN as the trainer publishes them
+watch: setup ## stack: score checkpoints of RUN as the trainer publishes them
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
 figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)
 	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all
 
 audit: setup ## contamination audit of RUN against BFCL
 	$(need-run)
-	$(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
+	$(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
 
 demo: setup ## CPU: the whole experiment in miniature (QUICK=1 shortened, RUN= to resume, POLICY=smollm2)
 	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))

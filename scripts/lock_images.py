@@ -285,10 +285,13 @@ def dry_run_env(bin_dir: Path, report: Path) -> dict:
         PIP_REPORT=str(report),
         PIP_DISABLE_PIP_VERSION_CHECK="1",
         PYTHONNOUSERSITE="1",
-        # Building the project's own metadata needs setuptools in an isolated build environment, which
-        # pip fills with a pip subprocess that would inherit PIP_DRY_RUN (installing nothing) and
-        # PIP_REPORT (overwriting the report); pip's in-process installer takes neither.
-        PIP_USE_FEATURE="inprocess-build-deps",
+        # fast-deps: an index without PEP 658 metadata files (a mirror, a proxy) otherwise makes pip
+        # download every wheel whole to read its metadata, several GB for a CUDA stack; with it pip reads
+        # the metadata through HTTP range requests and downloads nothing whole.
+        # inprocess-build-deps: building the project's own metadata needs setuptools in an isolated build
+        # environment, which pip fills with a pip subprocess that would inherit PIP_DRY_RUN (installing
+        # nothing) and PIP_REPORT (overwriting the report); pip's in-process installer takes neither.
+        PIP_USE_FEATURE="fast-deps inprocess-build-deps",
     )
     return env
 

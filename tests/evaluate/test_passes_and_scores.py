@@ -88,3 +88,18 @@ def test_score_files_left_from_another_pass_are_refused(two_passes, tmp_path):
     with pytest.raises(ContractError, match="does not belong to this pass"):
         read_scores(copy, fewer, not_before=0)
     os.utime(stale)
+
+
+def test_the_item_sample_can_come_from_the_environment(tmp_path, make_stub, monkeypatch):
+    """The stack sets the sample in .env (TOOLCANARY_EVALUATE_SAMPLE / _SEED); --sample and --seed still win."""
+    monkeypatch.setenv("TOOLCANARY_EVALUATE_SAMPLE", "1")
+    monkeypatch.setenv("TOOLCANARY_EVALUATE_SEED", "5")
+    ckpt = make_checkpoint(tmp_path / "checkpoints", "envsample", 0)
+    server = make_stub("oracle", model="envsample-step0000")
+    done = cli(tmp_path, *run_args("envsample", server, "--checkpoint-dir", str(ckpt), "--categories", *SMALL))
+    assert done.returncode == 0, done.stderr
+    sample = json.loads((tmp_path / "envsample" / "sample.json").read_text())
+    assert (sample["size"], sample["seed"]) == (1, 5) and all(len(ids) == 1 for ids in sample["ids"].values())
+    done = cli(tmp_path, *run_args("envsample", server, "--checkpoint-dir", str(ckpt), "--categories", *SMALL,
+                                   "--sample", "2", pass_index=2))
+    assert done.returncode != 0 and "sample" in done.stderr  # a run keeps one sample; the flag was heard

@@ -51,17 +51,22 @@ def with_ids(text: str, uid: str = TEST_UID, gid: str = TEST_GID) -> str:
     return text
 
 
-def run_compose(*args: str, env_file: str | os.PathLike, env: dict | None = None,
-                cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """The Compose binary on cwd's compose.yaml; `env` is added to the clean environment."""
-    command = [str(COMPOSE_BINARY), "-f", "compose.yaml", "--env-file", str(env_file), *args]
+# The GPU stack, and the stack without GPUs (what `COMPOSE_FILE=compose.yaml:compose.cpu.yaml` selects).
+GPU_FILES = ("compose.yaml",)
+CPU_FILES = ("compose.yaml", "compose.cpu.yaml")
+
+
+def run_compose(*args: str, env_file: str | os.PathLike, env: dict | None = None, cwd: Path = ROOT,
+                files: tuple[str, ...] = GPU_FILES) -> subprocess.CompletedProcess:
+    """The Compose binary on cwd's compose files; `env` is added to the clean environment."""
+    command = [str(COMPOSE_BINARY), *[a for f in files for a in ("-f", f)], "--env-file", str(env_file), *args]
     return subprocess.run(command, cwd=cwd, capture_output=True, text=True, env=clean_environ(env), timeout=60)
 
 
-def resolve(env_file: str | os.PathLike, env: dict | None = None) -> dict:
+def resolve(env_file: str | os.PathLike, env: dict | None = None, files: tuple[str, ...] = GPU_FILES) -> dict:
     """The whole stack, every profile, as Compose resolves it with `env_file` (and `env` exported)."""
     profiles = [arg for p in PROFILES for arg in ("--profile", p)]
-    result = run_compose(*profiles, "config", "--format", "json", env_file=env_file, env=env)
+    result = run_compose(*profiles, "config", "--format", "json", env_file=env_file, env=env, files=files)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -3,8 +3,10 @@
 A service setting (TOOLCANARY_SIMULATOR_* -> simulator, the simulator token also -> trainer, TOOLCANARY_TRAIN_*
 -> trainer, TOOLCANARY_EVALUATE_* and TOOLCANARY_AUDIT_* -> eval) must arrive in that service's environment
 with the value from the env file; every other documented variable must change the resolved configuration
-(Compose interpolation). A variable the stack would silently ignore fails here. Values are distinct
-sentinels, so a hard-coded value that happens to equal the example cannot pass.
+(Compose interpolation) of the GPU stack or of the stack without GPUs (compose.cpu.yaml), except Compose's
+own COMPOSE_FILE, which tests/stack/test_cpu_variant.py covers. A variable the stack would silently ignore
+fails here. Values are distinct sentinels, so a hard-coded value that happens to equal the example cannot
+pass.
 
 Run: .venvs/dev/bin/python -m pytest tests/stack/test_env_wiring.py -q
 """
@@ -13,7 +15,7 @@ import json
 import re
 
 import pytest
-from compose_env import ROOT, TEST_GID, TEST_UID, documented, resolve, with_ids
+from compose_env import CPU_FILES, GPU_FILES, ROOT, TEST_GID, TEST_UID, documented, resolve, with_ids
 
 ROUTES = {
     "TOOLCANARY_SIMULATOR_": {"simulator"},
@@ -25,6 +27,8 @@ ROUTES = {
 EXTRA_ROUTES = {"TOOLCANARY_SIMULATOR_TOKEN": {"trainer"}}
 # In-container values that must beat .env: eval reaches serve by its service name, .env holds the host's address.
 PINNED = {("eval", "TOOLCANARY_EVALUATE_BASE_URL"): "http://serve:8000/v1"}
+# Compose's own variables: they choose files, not values (test_cpu_variant.py checks COMPOSE_FILE's line).
+COMPOSE_OWN = {"COMPOSE_FILE"}
 # Values empty on purpose in .env.example, filled in by `make env` (tested in test_ownership.py).
 FILLED_BY_MAKE_ENV = {"TOOLCANARY_UID": TEST_UID, "TOOLCANARY_GID": TEST_GID}
 
@@ -38,7 +42,7 @@ EXAMPLE = (ROOT / ".env.example").read_text()
 DOCUMENTED = documented(EXAMPLE)
 COMMENTED_OUT = {name for name in DOCUMENTED if re.search(rf"^#\s*{name}=", EXAMPLE, flags=re.M)}
 ROUTED = sorted(n for n in DOCUMENTED if routes(n))
-INTERPOLATED = sorted(n for n in DOCUMENTED if not routes(n))
+INTERPOLATED = sorted(n for n in DOCUMENTED if not routes(n) and n not in COMPOSE_OWN)
 
 
 def every_line_set(values: dict[str, str]) -> str:
@@ -88,11 +92,13 @@ def test_every_other_documented_variable_changes_the_resolved_configuration(name
     base.write_text(every_line_set({}))
     new = sentinel(name, DOCUMENTED[name])
     changed.write_text(every_line_set({name: new}))
-    before, after = services_only(resolve(base)), services_only(resolve(changed))
-    assert before != after, (
-        f"{name} is documented in .env.example but changing it to {new!r} changes no service Compose resolves: "
-        "use it in compose.yaml or drop it from .env.example")
+    moved = [files for files in (GPU_FILES, CPU_FILES)
+             if services_only(resolve(base, files=files)) != services_only(resolve(changed, files=files))]
+    assert moved, (
+        f"{name} is documented in .env.example but changing it to {new!r} changes no service Compose resolves, "
+        "with or without GPUs: use it in compose.yaml or compose.cpu.yaml, or drop it from .env.example")
     # Compose makes relative bind-mount paths absolute: look for the value without its leading "./".
+    after = resolve(changed, files=moved[0])
     assert new.removeprefix("./") in json.dumps(after), f"{name}={new!r} changed a service but appears nowhere"
 
 

@@ -9,7 +9,8 @@ simulator's base image, vllm/vllm-openai:vX, is emulated by the resolution of vl
 script as the package list the Dockerfile writes with `pip list --format=freeze`.
 
 Needs the package index and a Python 3.12 (PATH, or pyenv); the four resolutions, run side by side,
-took 60-105 s on the 2-core development machine with a warm pip cache.
+took about 50 s on the 2-core development machine; pip reads each wheel's metadata by range requests
+(fast-deps), so nothing is downloaded whole.
 Run: .venvs/dev/bin/python -m pytest tests/stack/test_gpu_image_resolution.py -q
 """
 

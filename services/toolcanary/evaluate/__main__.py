@@ -44,8 +44,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     wiring.add_argument("--phase-timeout-s", type=float, dest="phase_timeout_s")
     items = parser.add_argument_group("items")
     items.add_argument("--categories", nargs="+", help=f"default: the {len(OFFLINE_CATEGORIES)} offline categories")
-    items.add_argument("--sample", type=int, help="K items per category, the same for every pass of the run")
-    items.add_argument("--seed", type=int, default=0)
+    items.add_argument("--sample", type=int, help="K items per category, the same for every pass of the run "
+                       "(default TOOLCANARY_EVALUATE_SAMPLE, else every item)")
+    items.add_argument("--seed", type=int, help="seed of the sample (default TOOLCANARY_EVALUATE_SEED, else 0)")
     items.add_argument("--ids-file", type=Path, help='JSON {"category": ["id", ...]}: score exactly these items')
     overlong = items.add_mutually_exclusive_group()
     overlong.add_argument("--overlong-wrong", dest="overlong_counted_wrong", action="store_const", const=True,
@@ -97,7 +98,13 @@ def settings_from(args: argparse.Namespace) -> EvalSettings:
     changes = {n: getattr(args, n, None) for n in names}
     if getattr(args, "repeat_steps", None) is not None:
         changes["repeat_steps"] = tuple(args.repeat_steps)
-    return EvalSettings.from_env().replace(**changes)
+    settings = EvalSettings.from_env().replace(**changes)
+    # The item sample: a flag wins, then the setting (0 there meaning every item).
+    if getattr(args, "sample", None) is None and settings.sample > 0:
+        args.sample = settings.sample
+    if hasattr(args, "seed") and args.seed is None:
+        args.seed = settings.seed
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,9 @@ class EvalSettings:
     probe_timeout_s: float = 60.0
     phase_timeout_s: float = 6 * 3600.0
     overlong_counted_wrong: bool = True
+    # Items per category (0: every item), drawn once per run with `seed` and kept for every pass (--sample).
+    sample: int = 0
+    seed: int = 0
     # Served-model name per checkpoint, shared with the serving side (see toolcanary.serve.command).
     served_model_template: str = "{run}-step{step:04d}"
     # eval-all / watch: passes per step, ToolCanary's noise-floor design (three repeats at 0, 150, 200).

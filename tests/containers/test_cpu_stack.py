@@ -1,0 +1,297 @@
+"""The stack without GPUs, for real: every CPU image built, then the three commands a user types.
+
+In a fresh copy of the project, with `.env` written by `make env` and the one line that selects
+compose.cpu.yaml: `make build`; `make up` (the scripted simulator and a 4-step CPU GRPO run on the tiny
+policy, checkpoints every 2 steps), during which the simulator container's process is killed (the fault
+drill: Docker brings it back, the trainer records the episodes it lost as aborted and carries on); `make
+eval STEP=<step>` for every published step on a one-item-per-category BFCL sample; `make eval-all` for the
+repeat pass at step 0; `docker compose run --rm analysis make_figures --table`; `make down`. Every container
+runs as a uid that is neither root nor the images' own, on the host's loopback (or no network).
+
+Needs a Docker engine, or root to start one (engine.py); the first run builds the images (about 8 minutes
+on 2 cores), later runs reuse the engine's layers under build/containers/. Prints the time of each build
+and of the run.
+Run: .venvs/dev/bin/python -m pytest tests/containers -q -s
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import checkout_copy, free_port
+from engine import ROOT, EngineError
+
+from toolcanary.contract import OFFLINE_CATEGORIES
+
+pytestmark = pytest.mark.slow
+
+RUN = "ctest"
+PROJECT = "toolcanary-ctest"
+STEPS, SAVE_EVERY = 4, 2
+BUILT = ("simulator", "trainer", "eval", "analysis")  # serve shares the simulator's image
+
+
+class Stack:
+    """The project copy, and make / docker compose run there with the engine's environment."""
+
+    def __init__(self, root: Path, engine, user: tuple[int, int]) -> None:
+        self.root, self.engine, self.user = root, engine, user
+        self.timings: dict[str, float] = {}
+        self.outputs: dict[str, subprocess.CompletedProcess] = {}
+
+    def _run(self, label: str, command: list[str], timeout: float, check: bool = True) -> subprocess.CompletedProcess:
+        started = time.monotonic()
+        done = subprocess.run(command, cwd=self.root, env=self.engine.env, capture_output=True, text=True,
+                              timeout=timeout)
+        self.timings[label] = round(time.monotonic() - started, 1)
+        self.outputs[label] = done
+        if check and done.returncode != 0:
+            logs = subprocess.run(["docker", "compose", "--profile", "train", "--profile", "eval", "logs", "--tail", "40"],
+                                  cwd=self.root, env=self.engine.env, capture_output=True, text=True, timeout=120)
+            raise EngineError(f"`{' '.join(command)}` exited {done.returncode} after {self.timings[label]} s:\n"
+                              f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}\nthe services' last lines:\n"
+                              f"{logs.stdout[-6000:]}")
+        return done
+
+    def make(self, label: str, *args: str, timeout: float = 1800, check: bool = True):
+        uid, gid = self.user
+        return self._run(label, ["make", "--no-print-directory", *args, f"TOOLCANARY_UID={uid}",
+                                 f"TOOLCANARY_GID={gid}"], timeout, check)
+
+    def compose(self, label: str, *args: str, timeout: float = 1800, check: bool = True):
+        return self._run(label, ["docker", "compose", *args], timeout, check)
+
+    def container(self, service: str) -> dict:
+        ids = self.engine.docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}",
+                                 "--filter", f"label=com.docker.compose.service={service}").stdout.split()
+        assert ids, f"no {service} container"
+        return json.loads(self.engine.docker("inspect", ids[0]).stdout)[0]
+
+    @property
+    def results(self) -> Path:
+        return self.root / "volumes" / "results" / RUN
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "volumes" / "checkpoints" / RUN
+
+
+def wait_for(what: str, condition, timeout: float, every: float = 0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    raise EngineError(f"{what}: not within {timeout:.0f} s")
+
+
+def metric_rows(stack: Stack) -> list[dict]:
+    path = stack.results / "train_metrics.csv"
+    if not path.exists():
+        return []
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def listening_addresses() -> list[str]:
+    """host:port of every listening TCP socket on the machine (IPv4), from /proc/net/tcp."""
+    found = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        if state == "0A":  # TCP_LISTEN
+            address, port = local.split(":")
+            octets = [str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)]  # little-endian hex
+            found.append(f"{'.'.join(octets)}:{int(port, 16)}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
+    """The whole scenario, run once; the tests below read what it left."""
+    root = checkout_copy(tmp_path_factory.mktemp("project"))
+    stack = Stack(root, engine, stack_user)
+    uid, gid = stack_user
+    subprocess.run(["python3", "scripts/write_env.py", "--uid", str(uid), "--gid", str(gid)], cwd=root, check=True,
+                   capture_output=True)
+    stack.ports = {"simulator": free_port(), "serve": free_port()}
+    lines = {
+        "COMPOSE_FILE": "compose.yaml:compose.cpu.yaml", "COMPOSE_PROJECT_NAME": PROJECT, "RUN": RUN,
+        "PYTHON_BASE_IMAGE": base_image, "SIMULATOR_PORT": stack.ports["simulator"],
+        "SERVE_PORT": stack.ports["serve"], "TOOLCANARY_EVALUATE_BASE_URL": f"http://127.0.0.1:{stack.ports['serve']}/v1",
+        "TOOLCANARY_TRAIN_STEPS": STEPS, "TOOLCANARY_TRAIN_SAVE_EVERY": SAVE_EVERY, "TOOLCANARY_SIMULATOR_SEED": 7,
+        "TOOLCANARY_EVALUATE_SAMPLE": 1, "TOOLCANARY_EVALUATE_REPEAT_STEPS": 0, "TOOLCANARY_EVALUATE_REPEAT_PASSES": 2,
+        "TOOLCANARY_EVALUATE_THREADS": 4, "TOOLCANARY_EVALUATE_HEALTH_TIMEOUT_S": 900,
+    }
+    # The copy is a tree without git: the images get the commit of the tree it was copied from, as .env allows.
+    commit = subprocess.run(["scripts/git_commit.sh"], cwd=ROOT, capture_output=True, text=True, check=True)
+    lines["TOOLCANARY_COMMIT"] = commit.stdout.strip()
+    if wheels_url:  # torch's CPU build from the local wheelhouse, and no index this machine cannot reach
+        lines |= {"TOOLCANARY_FIND_LINKS": wheels_url, "CPU_TORCH_INDEX": ""}
+    env_file = root / ".env"
+    text = env_file.read_text()
+    for name, value in lines.items():
+        text, count = re.subn(rf"^#?\s*{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
+        if not count:
+            text += f"{name}={value}\n"
+    env_file.write_text(text)
+    # The host-side commands (make eval-all) use this checkout's environments; their recipes are the same.
+    (root / ".venvs").symlink_to(ROOT / ".venvs")
+    # The stack's user owns the project's volumes, as the user who cloned it would.
+    for path in [root / "volumes", *(root / "volumes").rglob("*")]:
+        os.chown(path, uid, gid)
+    stack.started = time.monotonic()
+    try:
+        for service in BUILT:
+            stack.compose(f"build {service}", "build", service, timeout=1800)
+        stack.make("make build", "build")
+        stack.make("make up", "up", timeout=900)
+        drill(stack)
+        stack.trainer_exit = wait_for("the trainer finishes", lambda: exited(stack, "trainer"), timeout=1200, every=2)
+        stack.published = [json.loads(line)["step"] for line in (stack.checkpoints / "published.jsonl").read_text().splitlines()]
+        for step in stack.published:
+            stack.make(f"make eval STEP={step}", "eval", f"STEP={step}", timeout=1500)
+        # The host-side client runs from this checkout's environments, whose default volumes are this
+        # checkout's: point it at the copy's.
+        volumes = {f"TOOLCANARY_{n.upper()}_DIR={root / 'volumes' / n}" for n in ("checkpoints", "results", "runs")}
+        stack.make("make eval-all", "eval-all", f"RUN={RUN}", *sorted(volumes), timeout=1500)
+        stack.compose("analysis --table", "run", "--rm", "analysis", "make_figures", "--table", timeout=600)
+        stack.compose("analysis --fig all", "run", "--rm", "analysis", "make_figures", "--findings", "--fig", "all",
+                      timeout=600)
+        stack.inspected = {s: stack.container(s) for s in ("simulator", "trainer", "serve")}
+        yield stack
+    finally:
+        stack.make("make down", "down", timeout=300, check=False)
+        stack.timings["total"] = round(time.monotonic() - stack.started, 1)
+        print(f"\ncontainer timings (s): {json.dumps({**engine.timings, **stack.timings})}")
+
+
+def exited(stack: Stack, service: str) -> dict | None:
+    state = stack.container(service)["State"]
+    return state if state["Status"] == "exited" else None
+
+
+def simulator_records_size(stack: Stack) -> int:
+    return sum(path.stat().st_size for path in (stack.root / "volumes" / "runs" / RUN / "simulator").glob("*.jsonl"))
+
+
+def drill(stack: Stack) -> None:
+    """Kill the simulator's process while the trainer's second step is in its rollouts: a crash, not `docker
+    stop`. (Killed between two steps, the trainer would only wait for it, and there would be nothing in flight.)"""
+    wait_for("the trainer's first GRPO step", lambda: metric_rows(stack), timeout=1200, every=0.2)
+    after_step_1 = simulator_records_size(stack)
+    wait_for("the second step's role calls", lambda: simulator_records_size(stack) > after_step_1, timeout=600,
+             every=0.05)
+    simulator = stack.container("simulator")
+    os.kill(simulator["State"]["Pid"], signal.SIGKILL)
+    stack.killed_at_step = len(metric_rows(stack))
+    started = time.monotonic()
+    wait_for("the simulator comes back healthy", lambda: (lambda s: s["RestartCount"] >= 1 and
+             s["State"].get("Health", {}).get("Status") == "healthy")(stack.container("simulator")), timeout=300)
+    stack.timings["simulator back after kill"] = round(time.monotonic() - started, 1)
+    stack.listening = listening_addresses()
+
+
+def test_every_cpu_image_builds_from_the_same_dockerfiles(stack):
+    for service in BUILT:
+        assert stack.outputs[f"build {service}"].returncode == 0
+    images = stack.engine.docker("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split()
+    assert {"toolcanary/simulator-cpu:0.1.0", "toolcanary/train-cpu:0.1.0", "toolcanary/eval:0.1.0",
+            "toolcanary/analysis:0.1.0"} <= set(images)
+    label = stack.engine.docker("inspect", "-f", '{{index .Config.Labels "org.opencontainers.image.revision"}}',
+                                "toolcanary/train-cpu:0.1.0").stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?|unknown", label), label
+
+
+def test_make_up_trains_and_publishes_every_checkpoint_through_the_simulator_service(stack):
+    assert stack.trainer_exit["ExitCode"] == 0, stack.engine.docker("logs", stack.inspected["trainer"]["Id"]).stderr[-3000:]
+    assert stack.published == list(range(0, STEPS + 1, SAVE_EVERY))
+    for step in stack.published:
+        manifest = json.loads((stack.checkpoints / f"step_{step:04d}" / "manifest.json").read_text())
+        assert manifest["step"] == step and manifest["enable_thinking"] is False
+        assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", manifest["commit"]), manifest["commit"]  # the image's commit
+    assert [int(r["step"]) for r in metric_rows(stack)] == list(range(1, STEPS + 1))  # every step once
+    records = (stack.root / "volumes" / "runs" / RUN / "simulator").glob("*.jsonl")
+    assert any(path.stat().st_size for path in records)  # the trainer went through the simulator service
+
+
+def test_the_trainer_survives_the_simulator_being_killed_mid_run(stack):
+    episodes = [json.loads(line) for line in (stack.results / "episodes.jsonl").read_text().splitlines()]
+    aborted = [e for e in episodes if e["outcome"] == "aborted" and e["step"] > stack.killed_at_step]
+    after = [e for e in episodes if e["step"] > stack.killed_at_step]
+    print(f"\nfault drill: simulator killed after step {stack.killed_at_step}; {len(aborted)} episodes aborted "
+          f"({sorted({e['abort_cause'] for e in aborted})}), back in {stack.timings['simulator back after kill']} s; "
+          f"{len(after)} episodes after it, {sum(e['outcome'] == 'ok' for e in after)} finished")
+    assert stack.inspected["simulator"]["RestartCount"] >= 1
+    assert aborted, "the episodes in flight when the simulator died were recorded as aborted"
+    assert any(e["outcome"] == "ok" for e in episodes if e["step"] == STEPS)  # and training carried on
+
+
+def test_make_eval_scores_every_published_step_on_every_category(stack):
+    with (stack.results / "bfcl_by_category.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    scored = {(int(r["step"]), int(r["pass"]), r["category"]) for r in rows}
+    for step in stack.published:
+        assert {c for s, p, c in scored if (s, p) == (step, 1)} == set(OFFLINE_CATEGORIES), step
+    assert {c for s, p, c in scored if (s, p) == (0, 2)} == set(OFFLINE_CATEGORIES)  # eval-all's repeat pass
+    assert len(scored) == len(rows)  # no row twice
+    sample = json.loads((stack.results / "sample.json").read_text())
+    assert sample["size"] == 1  # TOOLCANARY_EVALUATE_SAMPLE from .env reached eval
+    assert stack.inspected["serve"]["State"]["Status"] == "exited"  # make eval stops serve again
+
+
+def test_the_analysis_command_prints_the_table_and_writes_the_figures(stack):
+    table = stack.outputs["analysis --table"].stdout
+    print(f"\n$ docker compose run --rm analysis make_figures --table\n{table}")
+    assert "| Abstention required |" in table and "| Tool call required |" in table
+    assert all(f"step {s}" in table for s in (0, STEPS))
+    figures = sorted(p.name for p in (stack.results / "figures").glob("*.png"))
+    assert figures == ["f1_training.png", "f2_aggregates.png", "f3_categories.png",
+                       "f4_abstention_vs_tool_call.png"]
+
+
+def environment(info: dict) -> dict[str, str]:
+    # A name without "=" is one Compose passed without a value (unset): the container does not get it.
+    return dict(item.split("=", 1) for item in info["Config"]["Env"] if "=" in item)
+
+
+def test_settings_in_env_reach_the_containers_that_use_them(stack):
+    assert environment(stack.inspected["simulator"])["TOOLCANARY_SIMULATOR_SEED"] == "7"
+    trainer = environment(stack.inspected["trainer"])
+    assert (trainer["TOOLCANARY_TRAIN_STEPS"], trainer["TOOLCANARY_TRAIN_SAVE_EVERY"]) == (str(STEPS), str(SAVE_EVERY))
+    assert "TOOLCANARY_SIMULATOR_TOKEN" not in environment(stack.inspected["simulator"])  # commented out in .env
+
+
+def test_every_file_under_volumes_belongs_to_the_user_who_runs_the_stack(stack):
+    uid, gid = stack.user
+    for service, info in stack.inspected.items():
+        assert info["Config"]["User"] == f"{uid}:{gid}", service
+    # `make eval-all` runs its client on the host, as the test's own user: the pass it scores is that user's.
+    host_side = stack.results / "passes" / "step_0000_pass_2"
+    owners = {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (stack.root / "volumes").rglob("*")}
+    foreign = [str(p) for p, owner in owners.items() if owner != (uid, gid) and host_side not in (p, *p.parents)]
+    assert not foreign, foreign[:10]
+    assert {owners[p] for p in owners if host_side in (p, *p.parents)} == {(os.getuid(), os.getgid())}
+
+
+def test_every_container_stays_on_the_loopback(stack):
+    for service, info in stack.inspected.items():
+        assert info["HostConfig"]["NetworkMode"] == "host", service
+    port = stack.ports["simulator"]
+    bound = [address for address in stack.listening if address.endswith(f":{port}")]
+    assert bound == [f"127.0.0.1:{port}"], bound  # the simulator answers on the loopback, and only there
+
+
+def test_make_down_leaves_nothing_running(stack):
+    # The module's stack fixture has not torn down yet: bring it down here and look.
+    stack.make("make down (test)", "down", timeout=300)
+    left = stack.engine.docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}").stdout.split()
+    assert left == []
