@@ -2,8 +2,8 @@
 
 The real service runs as `python -m toolcanary.simulator serve --backend scripted` in a process of its own;
 256 episode loops share one aiohttp session. Each episode is a GRPO rollout: a task (one new task key per
-group of 8 episodes, so the registry keeps growing), then the gold conversation's tool and user calls, then
-the verifier, with a short pause before each call where a policy would generate. Expected: not one 5xx (nor
+pair of episodes, so the registry keeps growing fast), then the gold conversation's tool and user calls,
+then the verifier, with a 1 s pause before each call where a policy would generate. Expected: not one 5xx (nor
 any other non-200), and the service's resident memory at the end within 10 % of what it was after the first
 minute, although thousands of task keys and role records were written meanwhile.
 
@@ -34,7 +34,9 @@ from toolcanary.simulator.scripted import gold_trajectory
 
 SOAK_S = float(os.environ.get("TOOLCANARY_TEST_SOAK_S", "300"))
 EPISODES_IN_FLIGHT = 256
-GROUP = 8  # episodes per task key, as the n rollouts of a GRPO group
+# Episodes per task key. A GRPO group of 8 shares one key; 2 ages the registry four times as fast as training
+# would, so that five minutes stand for a long run (and the original, unbounded registry shows its growth).
+GROUP = 2
 THINK_S = 1.0  # where the policy would generate, before each call (a GPU policy turn takes longer)
 FIRST_MINUTE_S = min(60.0, SOAK_S / 5)
 TOLERANCE = 0.10
@@ -101,8 +103,8 @@ async def soak(url: str, pid: int, seconds: float) -> dict:
             counters["started"] += 1
             group = number // GROUP
             # A new key per group, settings varying by group, 16 groups per training step.
-            body = {"task_key": f"soak-{group}", "step": group // 16, "episode_id": f"soak-ep-{number}",
-                    "difficulty": difficulty(num_tools=1 + group % 4, expected_calls=1 + group % 2,
+            body = {"task_key": f"soak-{group}", "step": group // 64, "episode_id": f"soak-ep-{number}",
+                    "difficulty": difficulty(num_tools=1 + group % 6, expected_calls=1 + group % 2,
                                              expected_turns=group % 3, query_ambiguity=group % 2)}
             answer = await post(session, "/v1/task", body)
             if answer is None or answer["outcome"] != "ok":
