@@ -69,8 +69,10 @@ def soak_simulator(tmp_path):
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
-        assert process.poll() is None, (tmp_path / "simulator.log").read_text()[-2000:]
-        assert time.monotonic() < deadline, "the simulator did not become ready within 60 s"
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()  # never leave a process behind a failed start
+            raise AssertionError("the simulator did not become ready within 60 s:\n"
+                                 + (tmp_path / "simulator.log").read_text()[-2000:])
         try:
             if httpx.get(f"{url}/health/ready", timeout=1).status_code == 200:
                 break

@@ -55,15 +55,15 @@ class SimulatorProcess:
             self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         path = "/health/ready" if self.ready else "/health/live"
-        while True:
-            assert self.process.poll() is None, self.log.read_text()[-2000:]
-            assert time.monotonic() < deadline, f"the simulator did not answer {path} within 60 s"
+        while time.monotonic() < deadline and self.process.poll() is None:
             try:
                 if httpx.get(f"{self.url}{path}", timeout=1).status_code == 200:
                     return self
             except httpx.TransportError:
                 pass
             time.sleep(0.05)
+        self.kill()  # never leave a process behind a failed start
+        raise AssertionError(f"the simulator did not answer {path} within 60 s:\n{self.log.read_text()[-2000:]}")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown, no flush beyond what each record already had."""

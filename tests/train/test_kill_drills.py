@@ -98,14 +98,16 @@ def test_drill_the_trainer_killed_mid_step_and_restarted(tmp_path, reference, dr
     sim = SimulatorProcess(tmp_path / "sim").start()
     state = tmp_path / "runs" / "drill" / "trainer"
     ledger = tmp_path / "checkpoints" / "drill" / "published.jsonl"
-    kills = []
+    kills, started = [], []
     try:
         first = train_process(tmp_path, *RUN_ARGS, "--simulator-url", sim.url)
+        started.append(first)
         assert wait_for(lambda: sim.records(3).exists(), 300, process=first)
         first.send_signal(signal.SIGKILL)  # in the middle of step 3's rollout
         first.wait(timeout=30)
         kills.append("mid-rollout of step 3")
         second = train_process(tmp_path, *RUN_ARGS, "--simulator-url", sim.url)
+        started.append(second)
         assert wait_for(lambda: (state / "state_0004.pt").exists(), 300, process=second)
         second.send_signal(signal.SIGKILL)  # the state of step 4 is saved, its checkpoint being published
         second.wait(timeout=30)
@@ -114,9 +116,9 @@ def test_drill_the_trainer_killed_mid_step_and_restarted(tmp_path, reference, dr
         third = train(tmp_path, *RUN_ARGS, "--simulator-url", sim.url)
         assert third.returncode == 0, third.stderr[-3000:]
     finally:
-        for process in (locals().get("first"), locals().get("second")):
-            if process is not None:
-                process.kill()
+        for process in started:
+            process.kill()
+            process.wait(timeout=30)
         sim.stop()
     rows, clean = metrics_rows(tmp_path), metrics_rows(reference)
     assert list(rows) == list(range(1, STEPS + 1))  # no step missing, none twice (the reader refuses repeats)
