@@ -78,8 +78,11 @@ def test_the_bearer_token_guards_everything_but_health(make_client, diff):
 def test_health_reports_contract_version_backend_and_run_and_docs_are_served(client):
     from toolcanary.contract import CONTRACT_VERSION
 
-    assert client.get("/health").json() == {"status": "ok", "contract_version": CONTRACT_VERSION,
-                                            "backend": "scripted", "run": "test"}
+    # /health is readiness now: the same four fields, plus which probe answered and what it checked.
+    body = client.get("/health").json()
+    assert {k: body[k] for k in ("status", "contract_version", "backend", "run")} == {
+        "status": "ok", "contract_version": CONTRACT_VERSION, "backend": "scripted", "run": "test"}
+    assert body["probe"] == "ready"
     schema = client.get("/openapi.json").json()
     assert {"/v1/task", "/v1/tool", "/v1/user", "/v1/verify", "/health", "/metrics"} <= set(schema["paths"])
     assert client.get("/docs").status_code == 200

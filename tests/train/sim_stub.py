@@ -1,7 +1,8 @@
-"""A programmable simulator stub on 127.0.0.1 that speaks the contract's four role endpoints.
+"""A programmable simulator stub on 127.0.0.1 that speaks the contract's four role endpoints and readiness.
 
-Used where the real scripted simulator cannot produce a case (HTTP 500s, hangs, aborted roles, fixed
-latency for the benchmark). It runs aiohttp in its own thread and records every request it received.
+Used where the real scripted simulator cannot produce a case (HTTP 500s, 4xx, hangs, aborted roles, another
+contract version, fixed latency for the benchmark). It runs aiohttp in its own thread and records every
+request it received.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.simulator_api import TaskRequest, ToolRequest, UserRequest, VerifyRequest
 
 WEATHER = {"type": "function", "function": {
@@ -25,12 +27,21 @@ TIME = {"type": "function", "function": {
 
 @dataclass
 class StubBehaviour:
-    """What each role answers. `fail[role]` is one of: aborted, http500, hang."""
+    """What each role answers. `fail[role]` is one of: aborted, hang, or httpNNN (an HTTP error status).
+
+    `fail_from_step`: failures apply only to requests of that step and later. `contract_version` and
+    `ready_status` shape the readiness answer (GET /v1/ready and /health); `token`, when set, is required on
+    /v1/* as the real simulator requires it.
+    """
 
     delay_s: float = 0.0
     fail: dict[str, str] = field(default_factory=dict)
+    fail_from_step: int = 0
     user_replies: list[str] = field(default_factory=list)
     verify_reward: int | None = None  # None: 1 when the expected tool was called (or, abstention, nothing)
+    contract_version: str = CONTRACT_VERSION
+    ready_status: int = 200
+    token: str | None = None
 
 
 class StubSimulator:
@@ -58,10 +69,17 @@ class StubSimulator:
         app = web.Application()
         for role in self.requests:
             app.router.add_post(f"/v1/{role}", self._handler(role))
-        async def health(_: web.Request) -> web.Response:
-            return web.json_response({"status": "ok", "contract_version": "1.0", "backend": "scripted", "run": "stub"})
+        async def health(request: web.Request) -> web.Response:
+            if request.path.startswith("/v1/") and not self._authorized(request):
+                return web.json_response({"error": "missing or wrong bearer token", "detail": []}, status=401)
+            if self.behaviour.ready_status != 200:
+                return web.json_response({"error": "simulator unavailable: stub not ready", "detail": []},
+                                         status=self.behaviour.ready_status)
+            return web.json_response({"status": "ok", "contract_version": self.behaviour.contract_version,
+                                      "backend": "scripted", "run": "stub", "probe": "ready"})
 
         app.router.add_get("/health", health)
+        app.router.add_get("/v1/ready", health)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -69,15 +87,22 @@ class StubSimulator:
         port = site._server.sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
+    def _authorized(self, request: web.Request) -> bool:
+        token = self.behaviour.token
+        return token is None or request.headers.get("Authorization") == f"Bearer {token}"
+
     def _handler(self, role: str):
         async def handle(request: web.Request) -> web.Response:
             body = await request.json()
             self.requests[role].append(body)
+            if not self._authorized(request):
+                return web.json_response({"error": "missing or wrong bearer token", "detail": []}, status=401)
             if self.behaviour.delay_s:
                 await asyncio.sleep(self.behaviour.delay_s)
-            failure = self.behaviour.fail.get(role)
-            if failure == "http500":
-                return web.Response(status=500, text="stub failure")
+            failure = self.behaviour.fail.get(role) if (body.get("step") or 0) >= self.behaviour.fail_from_step \
+                else None
+            if failure and failure.startswith("http"):
+                return web.json_response({"error": f"stub failure {failure}", "detail": []}, status=int(failure[4:]))
             if failure == "hang":
                 await self._release.wait()
                 return web.Response(status=503, text="stub shutting down")

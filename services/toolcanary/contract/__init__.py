@@ -7,6 +7,7 @@ reports it and every manifest records it.
     from toolcanary.contract import SimulatedTask, parse_assistant_text, compute_aggregates
 """
 
+from toolcanary.contract.append_only import append_text, lock_path, read_lines, rewrite_lines
 from toolcanary.contract.bfcl import (
     AGGREGATE_NAMES,
     AGGREGATES,
@@ -30,6 +31,7 @@ from toolcanary.contract.chat import (
     UserMessage,
 )
 from toolcanary.contract.csv_schemas import (
+    ABORT_COLUMNS,
     BFCL_BY_CATEGORY,
     BFCL_COLUMNS,
     TRAIN_METRICS,
@@ -49,6 +51,7 @@ from toolcanary.contract.hermes import (
 )
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
 from toolcanary.contract.simulator_api import (
+    ABORT_CAUSES,
     ROLES,
     Health,
     Outcome,
@@ -71,9 +74,17 @@ from toolcanary.contract.tasks import (
     load_tool_library,
 )
 
-CONTRACT_VERSION = "1.0"
+# 1.1: train_metrics.csv gained the aborted_<cause> columns and Health its probe and checks; the trainer
+# refuses a simulator of another version before step 1.
+CONTRACT_VERSION = "1.1"
 
 __all__ = [
+    "ABORT_CAUSES",
+    "ABORT_COLUMNS",
+    "append_text",
+    "lock_path",
+    "read_lines",
+    "rewrite_lines",
     "read_checkpoint_manifest",
     "EvalPassManifest",
     "CheckpointManifest",

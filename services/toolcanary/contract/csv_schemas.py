@@ -4,7 +4,9 @@
 - `train_metrics.csv`: one row per training step, columns `TRAIN_METRICS_COLUMNS`.
 - `warm_start.csv` (CPU run): one row per supervised warm-start step, columns `WARM_START_COLUMNS`.
 
-Extra columns are allowed. Readers stop at the first bad row with the file, the line and what was expected.
+All three are append-only files under the rule of `append_only`: a torn last row is skipped with a warning,
+a torn row a writer fenced off is skipped with a warning, any other unreadable row is refused. Extra columns
+are allowed. Readers stop at the first bad row with the file, the line and what was expected.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from __future__ import annotations
 import csv
 import difflib
 import math
-import os
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolcanary.contract.append_only import append_text, read_lines, refused_line
 from toolcanary.contract.bfcl import BY_NAME
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.simulator_api import ABORT_CAUSES
 
 BFCL_BY_CATEGORY = "bfcl_by_category.csv"
 TRAIN_METRICS = "train_metrics.csv"
@@ -45,7 +49,11 @@ TRAIN_METRICS_COLUMNS = (
     "entropy",
     "simulator_tokens",
     "step_seconds",
+    # Aborted episodes of the step by cause (they sum to aborted_frac x episodes): which fault is eating the
+    # step. The causes are those of `simulator_api.AbortCause`.
+    *(f"aborted_{cause}" for cause in ABORT_CAUSES),
 )
+ABORT_COLUMNS = tuple(f"aborted_{cause}" for cause in ABORT_CAUSES)
 
 
 @dataclass(frozen=True)
@@ -57,12 +65,28 @@ class BfclRow:
     total: int
 
 
-def _header(path: Path, reader: csv.DictReader, required: tuple[str, ...]) -> None:
-    missing = [c for c in required if c not in (reader.fieldnames or [])]
+def _header(path: Path, fieldnames: list[str] | None, required: tuple[str, ...]) -> None:
+    missing = [c for c in required if c not in (fieldnames or [])]
     if missing:
         raise ContractError(
-            f"{path}: header", f"columns {list(required)}", f"{reader.fieldnames} (missing {missing})"
+            f"{path}: header", f"columns {list(required)}", f"{fieldnames} (missing {missing})"
         )
+
+
+def _records(path: Path, required: tuple[str, ...]):
+    """(line number, {column: value}) of every whole row of an append-only CSV, header checked first.
+
+    A row with another number of fields than the header is a broken line in the middle (torn lines at the
+    end, and those a writer fenced off, never get here): it is refused.
+    """
+    lines = read_lines(path).lines
+    fieldnames = next(csv.reader([lines[0][1]])) if lines else None
+    _header(path, fieldnames, required)
+    for number, text in lines[1:]:
+        values = next(csv.reader([text]))
+        if len(values) != len(fieldnames):
+            raise refused_line(path, number, f"a row of {len(fieldnames)} comma-separated fields", text)
+        yield number, dict(zip(fieldnames, values, strict=True))
 
 
 def _int(path: Path, line: int, column: str, value: str | None) -> int:
@@ -77,49 +101,51 @@ def _int(path: Path, line: int, column: str, value: str | None) -> int:
     return number
 
 
-def read_bfcl_by_category(path: str | Path) -> list[BfclRow]:
+def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclRow]:
     """Read and check `bfcl_by_category.csv`: known categories, counts that make sense, no duplicates, and
-    every (step, pass) holding the same set of categories."""
+    every (step, pass) holding the same set of categories.
+
+    `complete=False` leaves out that last check, for the evaluation client only: it must see a pass whose last
+    rows a crash tore off in order to append them again. Every reader of results keeps the default.
+    """
     path = Path(path)
     if not path.is_file():
         raise ContractError(str(path), f"a {BFCL_BY_CATEGORY} file", "no such file")
     rows: list[BfclRow] = []
     seen: dict[tuple[int, int, str], int] = {}
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        _header(path, reader, BFCL_COLUMNS)
-        for line, record in enumerate(reader, start=2):
-            where = f"{path}: line {line}"
-            category = (record.get("category") or "").strip()
-            if category not in BY_NAME:
-                near = difflib.get_close_matches(category, list(BY_NAME), n=1)
-                raise ContractError(
-                    f"{where}, column 'category'", "a BFCL V4 category name", repr(category),
-                    f"Did you mean {near[0]!r}?" if near else f"Known names: {', '.join(BY_NAME)}",
-                )
-            row = BfclRow(
-                step=_int(path, line, "step", record.get("step")),
-                pass_index=_int(path, line, "pass", record.get("pass")),
-                category=category,
-                correct=_int(path, line, "correct", record.get("correct")),
-                total=_int(path, line, "total", record.get("total")),
+    for line, record in _records(path, BFCL_COLUMNS):
+        where = f"{path}: line {line}"
+        category = (record.get("category") or "").strip()
+        if category not in BY_NAME:
+            near = difflib.get_close_matches(category, list(BY_NAME), n=1)
+            raise ContractError(
+                f"{where}, column 'category'", "a BFCL V4 category name", repr(category),
+                f"Did you mean {near[0]!r}?" if near else f"Known names: {', '.join(BY_NAME)}",
             )
-            if row.pass_index < 1:
-                raise ContractError(
-                    f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass"))
-                )
-            if row.correct > row.total:
-                raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
-            key = (row.step, row.pass_index, row.category)
-            if key in seen:
-                raise ContractError(
-                    where, "one row per (step, pass, category)", f"a repeat of line {seen[key]}"
-                )
-            seen[key] = line
-            rows.append(row)
+        row = BfclRow(
+            step=_int(path, line, "step", record.get("step")),
+            pass_index=_int(path, line, "pass", record.get("pass")),
+            category=category,
+            correct=_int(path, line, "correct", record.get("correct")),
+            total=_int(path, line, "total", record.get("total")),
+        )
+        if row.pass_index < 1:
+            raise ContractError(
+                f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass"))
+            )
+        if row.correct > row.total:
+            raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
+        key = (row.step, row.pass_index, row.category)
+        if key in seen:
+            raise ContractError(
+                where, "one row per (step, pass, category)", f"a repeat of line {seen[key]}"
+            )
+        seen[key] = line
+        rows.append(row)
     if not rows:
         raise ContractError(str(path), "at least one data row", "none")
-    check_complete_passes(rows, str(path))
+    if complete:
+        check_complete_passes(rows, str(path))
     return rows
 
 
@@ -140,16 +166,14 @@ def check_complete_passes(rows: list[BfclRow], where: str) -> None:
             )
 
 
-def append_bfcl_rows(path: str | Path, rows: list[BfclRow]) -> None:
-    """Append rows (writing the header to a new file) in one write, then fsync."""
-    path = Path(path)
-    new = not path.exists() or path.stat().st_size == 0
-    lines = [",".join(BFCL_COLUMNS)] if new else []
-    lines += [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total}" for r in rows]
-    with path.open("a", newline="") as handle:
-        handle.write("\n".join(lines) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+def append_bfcl_rows(path: str | Path, rows: list[BfclRow], lock: AbstractContextManager | None = None) -> None:
+    """Append rows in one write (the header first into a file without one), then fsync.
+
+    `lock`: the exclusive lock on `append_only.lock_path(path)`, held around the header decision and the
+    write; the evaluation always passes one, since two passes can finish at once (None: a single writer).
+    """
+    lines = [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total}" for r in rows]
+    append_text(path, "".join(line + "\n" for line in lines), header=",".join(BFCL_COLUMNS), lock=lock)
 
 
 def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
@@ -159,26 +183,23 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
         raise ContractError(str(path), f"a {TRAIN_METRICS} file", "no such file")
     rows: list[dict[str, float]] = []
     steps: dict[int, int] = {}
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        _header(path, reader, TRAIN_METRICS_COLUMNS)
-        for line, record in enumerate(reader, start=2):
-            step = _int(path, line, "step", record.get("step"))
-            if step in steps:
+    for line, record in _records(path, TRAIN_METRICS_COLUMNS):
+        step = _int(path, line, "step", record.get("step"))
+        if step in steps:
+            raise ContractError(
+                f"{path}: line {line}", "one row per step", f"a repeat of line {steps[step]}"
+            )
+        steps[step] = line
+        row: dict[str, float] = {"step": float(step)}
+        for column in TRAIN_METRICS_COLUMNS[1:]:
+            value = record.get(column)
+            try:
+                row[column] = float(value) if value not in ("", None) else math.nan
+            except ValueError:
                 raise ContractError(
-                    f"{path}: line {line}", "one row per step", f"a repeat of line {steps[step]}"
-                )
-            steps[step] = line
-            row: dict[str, float] = {"step": float(step)}
-            for column in TRAIN_METRICS_COLUMNS[1:]:
-                value = record.get(column)
-                try:
-                    row[column] = float(value) if value not in ("", None) else math.nan
-                except ValueError:
-                    raise ContractError(
-                        f"{path}: line {line}, column {column!r}", "a number (or empty / nan)", repr(value)
-                    ) from None
-            rows.append(row)
+                    f"{path}: line {line}, column {column!r}", "a number (or empty / nan)", repr(value)
+                ) from None
+        rows.append(row)
     if not rows:
         raise ContractError(str(path), "at least one data row", "none")
     return rows

@@ -7,7 +7,7 @@ episode from the loss instead of inventing a score.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,7 +16,12 @@ from toolcanary.contract.tasks import DifficultySettings, SimulatedTask
 
 Reward = Literal[-1, 0, 1]
 Role = Literal["task", "tool", "user", "verify"]
-AbortCause = Literal["timeout", "parse", "validation", "upstream"]
+# Why a role call gave up. The simulator reports the first four (its model timed out, answered unreadably,
+# answered out of range, or its upstream failed). The trainer's client adds the last three for calls the
+# simulator itself refused: `too_large` (HTTP 413), `rejected` (another 4xx that describes one bad request,
+# such as 422 or 409) and `auth` (401/403: the token is wrong, which no retry can fix, so the run stops).
+AbortCause = Literal["timeout", "parse", "validation", "upstream", "too_large", "rejected", "auth"]
+ABORT_CAUSES: tuple[str, ...] = get_args(AbortCause)
 ROLES: tuple[Role, ...] = ("task", "tool", "user", "verify")
 
 
@@ -95,10 +100,19 @@ class VerifyResponse(Outcome):
 
 # --- service ------------------------------------------------------------------------------------
 class Health(BaseModel):
+    """The 200 answer of the simulator's health routes.
+
+    `probe` says which question was answered: `live` (/health/live: the process serves HTTP; nothing else is
+    checked) or `ready` (/health, /health/ready and the token-guarded /v1/ready: role calls can be answered
+    now; `checks` lists what was checked). Readiness that fails is a 503 with an `ErrorBody` instead.
+    """
+
     status: Literal["ok"] = "ok"
     contract_version: str
     backend: Literal["scripted", "llm"]
     run: str
+    probe: Literal["live", "ready"] = "ready"
+    checks: list[str] = Field(default_factory=list, description="what readiness checked, one line each")
 
 
 class ErrorBody(BaseModel):

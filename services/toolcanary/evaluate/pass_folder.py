@@ -20,6 +20,9 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
+from toolcanary.contract.append_only import lock_path
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
 from toolcanary.contract.errors import ContractError
 
@@ -72,6 +75,14 @@ def write_json(path: Path, value: object) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def csv_lock(csv_path: Path) -> FileLock:
+    """The run CSV's exclusive lock (`.bfcl_by_category.csv.lock` beside it): every append of a pass's rows,
+    and every read that decides what to append, holds it, since passes of different steps (eval-all, watch,
+    make eval) can finish at the same moment and two first writers would each write a header."""
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(lock_path(csv_path))
 
 
 def lock(paths: PassPaths) -> int:

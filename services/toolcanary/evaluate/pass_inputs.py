@@ -13,7 +13,7 @@ from toolcanary.contract.csv_schemas import BfclRow, read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CheckpointManifest, read_checkpoint_manifest
 from toolcanary.evaluate.bfcl_data import category_ids, check_categories, check_ids, choose_sample
-from toolcanary.evaluate.pass_folder import write_json
+from toolcanary.evaluate.pass_folder import csv_lock, write_json
 
 
 def resolve_checkpoint(
@@ -78,7 +78,9 @@ def existing_rows(csv_path: Path, categories: list[str]) -> list[BfclRow]:
     """Rows already in the run's CSV; refuses a category set that differs from the run's."""
     if not csv_path.exists():
         return []
-    rows = read_bfcl_by_category(csv_path)
+    with csv_lock(csv_path):  # not while another pass is halfway through appending its rows
+        # A pass missing rows torn off by a crash is read too: resuming that pass appends them again.
+        rows = read_bfcl_by_category(csv_path, complete=False)
     scored = sorted({r.category for r in rows})
     if scored != sorted(categories):
         raise ContractError(str(csv_path), f"a run scored on the categories {sorted(categories)}",

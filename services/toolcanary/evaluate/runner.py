@@ -20,14 +20,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from toolcanary.contract import CONTRACT_VERSION
-from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows
+from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows, read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest
 from toolcanary.evaluate import preflight
 from toolcanary.evaluate.bfcl_data import bfcl_version
 from toolcanary.evaluate.bfcl_wrapper import HANDLER_NAME
 from toolcanary.evaluate.outcomes import build_outcomes, count_rows, error_counts, write_outcomes
-from toolcanary.evaluate.pass_folder import PassPaths, PassRequest, claim, lock, write_json
+from toolcanary.evaluate.pass_folder import PassPaths, PassRequest, claim, csv_lock, lock, write_json
 from toolcanary.evaluate.pass_inputs import existing_rows, resolve_checkpoint, resolve_ids
 from toolcanary.evaluate.phases import GenerateProgress, bfcl_env, run_phase
 from toolcanary.evaluate.result_files import OVERLONG_ERROR, classify, clean_for_resume, read_results
@@ -201,10 +201,23 @@ def _evaluate(settings: EvalSettings, opts: PassOptions, paths: PassPaths, reque
 
 
 def _finish(paths: PassPaths, scored: bool) -> list[BfclRow]:
-    """Append the pass's rows (unless a killed earlier run already did) and mark the manifest finished."""
+    """Append the pass's rows that the CSV does not hold yet and mark the manifest finished.
+
+    `scored`: run_pass saw rows of this pass before it started (a killed earlier run appended them, or a crash
+    tore the last of them off, which are then appended again). Which rows are there is decided at the moment
+    of the append, under the CSV's lock: another pass may be appending its own rows right now.
+    """
     rows = [BfclRow(**r) for r in json.loads(paths.counts.read_text())]
-    if not scored:
-        append_bfcl_rows(paths.csv, rows)
+    csv = csv_lock(paths.csv)
+    with csv:
+        present = {(r.step, r.pass_index, r.category)
+                   for r in read_bfcl_by_category(paths.csv, complete=False)} if paths.csv.exists() else set()
+        missing = [r for r in rows if (r.step, r.pass_index, r.category) not in present]
+        if missing:
+            append_bfcl_rows(paths.csv, missing, lock=csv)
+            if scored:
+                log.warning("pass %s: %d of its rows were missing from %s (torn by a crash); appended again",
+                            paths.folder.name, len(missing), paths.csv)
     manifest = EvalPassManifest.model_validate_json(paths.manifest.read_text())
     if manifest.finished_at is None:
         manifest.finished_at = _now()

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolcanary.contract.append_only import iter_lines
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import read_checkpoint_manifest
-from toolcanary.evaluate.pass_folder import PassPaths
+from toolcanary.evaluate.pass_folder import PassPaths, csv_lock
 from toolcanary.evaluate.runner import PassOptions, run_pass
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
 from toolcanary.evaluate.settings import EvalSettings
@@ -37,14 +38,12 @@ class Published:
 
 
 def read_published(checkpoints_dir: Path, run: str) -> list[Published]:
-    """Published checkpoints in step order; a bad line is refused with its line number."""
+    """Published checkpoints in step order, under the append-only rule: a torn last line (the trainer is
+    writing it, or was killed there) and torn lines the trainer fenced off are skipped with a warning; any
+    other bad line is refused with its line number."""
     path = checkpoints_dir / run / "published.jsonl"
-    if not path.exists():
-        return []
     found: dict[int, Published] = {}
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in iter_lines(path):
         try:
             record = json.loads(line)
             entry = Published(int(record["step"]), Path(record["path"]), str(record["weights_sha256"]))
@@ -63,7 +62,16 @@ def passes_for(step: int, settings: EvalSettings) -> list[int]:
 
 def scored_passes(results_dir: Path, run: str) -> set[tuple[int, int]]:
     csv_path = PassPaths.of(results_dir, run, 0, 1).csv
-    return {(r.step, r.pass_index) for r in read_bfcl_by_category(csv_path)} if csv_path.exists() else set()
+    if not csv_path.exists():
+        return set()
+    with csv_lock(csv_path):
+        rows = read_bfcl_by_category(csv_path, complete=False)
+    # A pass that lost rows to a crash is not done: eval-all resumes it, which appends them again.
+    every = {r.category for r in rows}
+    by_pass: dict[tuple[int, int], set[str]] = {}
+    for row in rows:
+        by_pass.setdefault((row.step, row.pass_index), set()).add(row.category)
+    return {key for key, categories in by_pass.items() if categories == every}
 
 
 def make_serving(settings: EvalSettings, run: str) -> Serving:

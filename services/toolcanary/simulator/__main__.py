@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
                        ("library", Path), ("seed", int), ("no_call_fraction", float), ("max_body_bytes", int),
                        ("model", str), ("timeout_s", float), ("retries", int), ("backoff_s", float),
                        ("max_tokens", int), ("max_tokens_task", int), ("temperature", float),
-                       ("health_timeout_s", float), ("health_cache_s", float), ("log_level", str)]:
+                       ("health_timeout_s", float), ("health_cache_s", float), ("task_cache_size", int),
+                       ("log_level", str)]:
         extra = {"choices": ["scripted", "llm"]} if name == "backend" else {}
         serve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
                            help=f"{fields[name].description} (default: {fields[name].default})", **extra)

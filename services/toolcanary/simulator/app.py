@@ -1,17 +1,24 @@
-"""The FastAPI application: four role endpoints, health, metrics and OpenAPI docs.
+"""The FastAPI application: four role endpoints, liveness and readiness, metrics and OpenAPI docs.
 
     app = create_app(SimulatorSettings(run="demo"))                # scripted backend, default library
     TestClient(app).post("/v1/task", json={"task_key": "g0", "difficulty": {...}})
 
+Health: `/health/live` is liveness (the process serves HTTP; it checks nothing else, so a supervisor restarts
+the service only when it is truly stuck); `/health/ready`, and `/health` with it, is readiness (role calls
+can be answered now: every upstream of the llm backend answers its probe and the record folder is writable),
+which the container health check and the trainer's pre-flight use; `/v1/ready` is the same readiness behind
+the bearer token, so one request tells the trainer the token is accepted too.
+
 Status codes: 200 for every role call, aborted or not (the outcome is in the body); 401 without the bearer
 token; 409 for a task key reused with other settings; 413 for an oversized body; 422 naming the bad field;
 500 only for an infrastructure fault outside the backend (e.g. the record file cannot be written); 503 from
-/health while an upstream of the llm backend does not answer its probe (the body names it and the error).
+readiness while it fails (the body names each failing check: an upstream and its error, the record folder).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -87,6 +94,7 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         yield
         await backend.aclose()
         store.close()
+        service.registry.close()
 
     app = FastAPI(title="ToolCanary simulator", version=CONTRACT_VERSION, lifespan=lifespan,
                   description="Task author, tool, user and verifier for multi-turn tool-use RL.")
@@ -107,17 +115,40 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         return JSONResponse(status_code=500, content=ErrorBody(
             error=f"simulator fault: {type(exc).__name__}: {exc}"[:500] + "; see the service log").model_dump())
 
-    @app.get("/health", response_model=Health, responses={503: {"model": ErrorBody}})
-    async def health() -> Health | JSONResponse:
-        # 503 while an upstream the roles need does not answer: a container health check must not call a
-        # simulator healthy whose every role call would end aborted.
+    async def ready() -> Health | JSONResponse:
+        # 503 while a role call could not be answered: a container health check must not call a simulator
+        # healthy whose every role call would end aborted (upstream down) or in a 500 (records unwritable).
         down = await backend.unavailable()
+        failing = {d["upstream"] for d in down}
+        problems, errors = list(down), []  # {"upstream", "url", "error"} each, as the backend reports them
         if down:
             names = "; ".join(f"{d['upstream']} ({d['url']}: {d['error']})" for d in down)
+            errors.append(f"upstream not healthy: {names}; role calls would be aborted until it answers")
+        checks = [f"upstream {u} answers its health probe" for u in settings.upstreams if u not in failing] \
+            if backend.name == "llm" else ["the scripted backend needs no upstream"]
+        records = settings.records_dir
+        if records.is_dir() and os.access(records, os.W_OK):
+            checks.append(f"record folder {records} is writable")
+        else:
+            problems.append({"check": "records", "path": str(records), "error": "not a writable folder"})
+            errors.append(f"record folder {records} is not a writable folder; every role call would be a 500")
+        if problems:
             return JSONResponse(status_code=503, content=ErrorBody(
-                error=f"simulator unavailable: upstream not healthy: {names}; role calls would be aborted until "
-                      "it answers", detail=down).model_dump())
-        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run)
+                error="simulator unavailable: " + "; ".join(errors), detail=problems).model_dump())
+        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run, probe="ready",
+                      checks=checks)
+
+    ready_responses = {503: {"model": ErrorBody}}
+    app.get("/health", response_model=Health, responses=ready_responses,
+            summary="Readiness (the same as /health/ready)")(ready)
+    app.get("/health/ready", response_model=Health, responses=ready_responses,
+            summary="Readiness: role calls can be answered now")(ready)
+    app.get("/v1/ready", response_model=Health, responses={**ready_responses, 401: {"model": ErrorBody}},
+            summary="Readiness behind the bearer token: the trainer's pre-flight")(ready)
+
+    @app.get("/health/live", response_model=Health, summary="Liveness: the process serves HTTP")
+    async def live() -> Health:
+        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run, probe="live")
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> PlainTextResponse:

@@ -1,8 +1,8 @@
 """ASGI guards in front of the simulator: a request-body size limit and an optional bearer token.
 
 Both answer with the contract's `ErrorBody` (413 and 401). The body is read up to the limit before the app
-sees it, so an oversized body is refused whether or not it declares a Content-Length. `/health` stays open
-so that container health checks need no secret.
+sees it, so an oversized body is refused whether or not it declares a Content-Length. The health routes stay
+open so that container health checks need no secret; `/v1/ready`, the trainer's readiness check, does not.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-OPEN_PATHS = {"/health"}
+OPEN_PATHS = {"/health", "/health/live", "/health/ready"}
 
 
 async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -3,13 +3,16 @@
     curl -s localhost:8300/metrics | grep toolcanary_simulator_calls_total
 
 Per role: calls by outcome, aborts by cause, retries, prompt and completion tokens, latency, rewards; plus
-task-cache hits and upstream requests by result. Written here rather than with prometheus_client to keep the
-service's dependencies to what the image already has; the event loop is single-threaded, so no locks.
+task-cache hits and upstream requests by result; the process's resident memory (psutil), read at each scrape,
+which a long run should see flat. Written here rather than with prometheus_client to keep the service's
+dependencies to what the image already has; the event loop is single-threaded, so no locks.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+
+import psutil
 
 PREFIX = "toolcanary_simulator_"
 LATENCY_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -23,6 +26,8 @@ _HELP = {
     "task_cache_hits_total": ("counter", "Task requests answered from an earlier answer for the same key."),
     "upstream_requests_total": ("counter", "Upstream HTTP requests, by upstream and result."),
     "tasks_known": ("gauge", "Task keys with a stored task."),
+    "tasks_in_memory": ("gauge", "Stored tasks held in memory (the rest are read back from disk when asked for)."),
+    "resident_memory_bytes": ("gauge", "Resident memory of the simulator process."),
     "in_flight": ("gauge", "Role calls being answered now."),
 }
 
@@ -60,6 +65,7 @@ class Metrics:
         self.latency_count[role] += 1
 
     def render(self) -> str:
+        self.set("resident_memory_bytes", psutil.Process().memory_info().rss)
         lines: list[str] = []
         for name, (kind, text) in _HELP.items():
             lines += [f"# HELP {PREFIX}{name} {text}", f"# TYPE {PREFIX}{name} {kind}"]

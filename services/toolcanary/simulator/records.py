@@ -3,8 +3,11 @@
     <runs_dir>/<run>/simulator/step_0007.jsonl     # calls whose request said step=7
     <runs_dir>/<run>/simulator/step_none.jsonl     # calls without a step
 
-Each line is a `RoleRecord`. A service killed mid-write leaves at most one partial last line; the next append
-starts on a fresh line, and `load_tasks` skips (and counts) lines it cannot read, so nothing answered is lost.
+Each line is a `RoleRecord`, under the append-only rule of `toolcanary.contract.append_only`: a service killed
+mid-write leaves at most one torn last line; the next service to open the file fences it off and starts on a
+fresh line, and readers skip it with a warning, so nothing answered is lost. A broken line that no writer fenced
+off is refused: the service does not start on records it cannot trust. A whole line that is not a RoleRecord
+(a record of another contract version, say) is skipped and counted.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from pydantic import ValidationError
 
 from toolcanary.contract import DifficultySettings, RoleRecord, SimulatedTask
+from toolcanary.contract.append_only import ReadLines, fence_torn_tail, iter_lines, refused_line
 
 log = logging.getLogger(__name__)
 MAX_OPEN_FILES = 8
@@ -29,7 +34,8 @@ def step_file_name(step: int | None) -> str:
 
 
 class RecordStore:
-    """Writes `RoleRecord`s under one directory; safe to call from several threads."""
+    """Writes `RoleRecord`s under one directory; safe to call from several threads. One process per run
+    writes these files (the service is run with one worker), so appends need no lock between processes."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
@@ -43,10 +49,8 @@ class RecordStore:
         if handle is not None:
             self._open.move_to_end(path)
             return handle
-        needs_newline = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+        fence_torn_tail(path)  # a torn line left by a killed service: fenced off, our records start fresh
         handle = path.open("a", encoding="utf-8")
-        if needs_newline:
-            handle.write("\n")
         self._open[path] = handle
         while len(self._open) > MAX_OPEN_FILES:
             self._open.popitem(last=False)[1].close()
@@ -62,34 +66,41 @@ class RecordStore:
             handle.flush()
         return path
 
-    def read_all(self, role: str | None = None) -> list[RoleRecord]:
-        """Every readable record (of `role`, if given), file by file in name order.
+    def iter_records(self, role: str | None = None) -> Iterator[RoleRecord]:
+        """Every record (of `role`, if given), file by file in name order, streamed.
 
-        Unreadable lines are counted in `skipped_lines`. With `role`, lines that cannot be of that role are
-        skipped before parsing, so reloading the tasks of a long run does not parse every tool call.
+        Torn lines (a torn last line; torn lines a writer fenced off) are skipped with a warning and counted
+        in `skipped_lines`, as are whole lines that are not RoleRecords. A broken line that no writer fenced
+        off raises ContractError. With `role`, a whole line that names another role is skipped before it is
+        parsed, so reloading the tasks of a long run does not parse every tool call.
         """
-        records: list[RoleRecord] = []
         self.skipped_lines = 0
         marker = f'"role":"{role}"' if role else ""
         for path in sorted(self.directory.glob("step_*.jsonl")):
-            with path.open(encoding="utf-8") as lines:
-                for number, line in enumerate(lines, 1):
-                    if not line.strip() or marker not in line.replace(" ", "") and '"role":' in line:
-                        continue
-                    try:
-                        record = RoleRecord.model_validate(json.loads(line))
-                    except (json.JSONDecodeError, ValidationError) as err:
-                        self.skipped_lines += 1
-                        log.warning("skipping unreadable record %s:%d (%s)", path.name, number, str(err)[:120])
-                        continue
-                    if role is None or record.role == role:
-                        records.append(record)
-        return records
+            for number, line in iter_lines(path, reading := ReadLines()):
+                if marker and marker not in line.replace(" ", "") and '"role":' in line and line.endswith("}"):
+                    continue
+                try:
+                    raw = json.loads(line)
+                except json.JSONDecodeError:
+                    raise refused_line(path, number, "a JSON RoleRecord", line) from None
+                try:
+                    record = RoleRecord.model_validate(raw)
+                except ValidationError as err:
+                    self.skipped_lines += 1
+                    log.warning("skipping record %s:%d, not a RoleRecord (%s)", path.name, number, str(err)[:120])
+                    continue
+                if role is None or record.role == role:
+                    yield record
+            self.skipped_lines += len(reading.skipped)
 
-    def load_tasks(self) -> dict[str, tuple[DifficultySettings, SimulatedTask]]:
-        """Task key -> (requested difficulty, task) of every task answered before; the first answer wins."""
-        tasks: dict[str, tuple[DifficultySettings, SimulatedTask]] = {}
-        for record in self.read_all("task"):
+    def read_all(self, role: str | None = None) -> list[RoleRecord]:
+        """`iter_records` as a list."""
+        return list(self.iter_records(role))
+
+    def iter_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask]]:
+        """(requested difficulty, task) of every task answered before, in the order they were answered."""
+        for record in self.iter_records("task"):
             if record.outcome != "ok" or not record.response.get("task"):
                 continue
             try:
@@ -99,6 +110,12 @@ class RecordStore:
                 self.skipped_lines += 1
                 log.warning("skipping a task record that does not validate: %s", str(err)[:120])
                 continue
+            yield asked, task
+
+    def load_tasks(self) -> dict[str, tuple[DifficultySettings, SimulatedTask]]:
+        """Task key -> (requested difficulty, task) of every task answered before; the first answer wins."""
+        tasks: dict[str, tuple[DifficultySettings, SimulatedTask]] = {}
+        for asked, task in self.iter_tasks():
             tasks.setdefault(task.task_key, (asked, task))
         return tasks
 

@@ -48,8 +48,9 @@ class SimulatorService:
                  metrics: Metrics | None = None) -> None:
         self.settings, self.backend, self.store = settings, backend, store
         self.metrics = metrics or Metrics()
-        self.registry = TaskRegistry(store.load_tasks())
+        self.registry = TaskRegistry(store.iter_tasks(), cache_size=settings.task_cache_size)
         self.metrics.set("tasks_known", len(self.registry))
+        self.metrics.set("tasks_in_memory", self.registry.in_memory)
         if store.skipped_lines:
             log.warning("%d unreadable record lines skipped while reloading tasks", store.skipped_lines)
 
@@ -66,6 +67,7 @@ class SimulatorService:
 
         response = await self._run("task", request, TaskResponse, produce)
         self.metrics.set("tasks_known", len(self.registry))
+        self.metrics.set("tasks_in_memory", self.registry.in_memory)
         return response
 
     async def tool(self, request: ToolRequest) -> ToolResponse:

@@ -52,6 +52,8 @@ class SimulatorSettings(BaseModel):
                                                            "(llm backend); below the container health check's 5 s")
     health_cache_s: float = Field(5.0, ge=0, description="how long /health reuses the last upstream probe, in "
                                                          "seconds (0: probe on every request)")
+    task_cache_size: int = Field(256, ge=1, description="answered tasks kept in memory; older ones are read back "
+                                                        "from an on-disk index, so memory stays flat over a run")
     log_level: str = Field("info", description="logging level")
 
     @classmethod

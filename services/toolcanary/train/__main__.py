@@ -5,6 +5,9 @@
     python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
     python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
+
+Exit status: 0 done, 2 bad input, 3 training stopped on a fault it names (a simulator that refuses the token,
+speaks another contract version or is not ready; the circuit breaker); rerun with the same --run to resume.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from toolcanary.contract.errors import ContractError
+from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
 from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
 
 EPILOG = """examples:
@@ -29,6 +33,9 @@ EPILOG = """examples:
   python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
   python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b \
       actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/recipes/trustee-qwen3-4b/agent_loops.yaml
+
+exit status: 0 done, 2 bad input, 3 training stopped on a fault the message names (the simulator refuses the
+token, speaks another contract version or is not ready; the circuit breaker); rerun with the same --run.
 """
 
 
@@ -111,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     except ContractError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except TrainingStopped as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_STOPPED
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Registered with verl as `toolcanary_simulated`. Token in, token out: the prompt 
 task's own tools, policy tokens are appended as generated (mask 1) and tool/user replies are appended as
 rendered deltas (mask 0) through verl's Continuous Token builder; the history is never re-rendered.
 Reward: the verifier's, forced to -1 when the task expected a call and the policy made none. A simulator
-failure aborts the episode: its response mask is zeroed (out of the loss and the group statistics).
+failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out of the
+loss and the group statistics); the trainers count the causes, and stop the run on a refused token.
 
 verl builds one instance per sample; options arrive as keyword arguments from agent_loops.yaml:
 
@@ -29,6 +30,7 @@ from toolcanary.contract.chat import Message
 from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
 from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeRecord, EpisodeSpec
+from toolcanary.train.metrics import append_line
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
 from toolcanary.train.tool_turn import run_tool_turn
 
@@ -186,10 +188,10 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         record.policy_tokens = sum(mask)
         record.seconds = round(time.monotonic() - started, 4)
         if self.episode_log is not None:
-            # One file per process: lines of concurrent episodes never interleave across writers.
-            self.episode_log.mkdir(parents=True, exist_ok=True)
-            with (self.episode_log / f"{socket.gethostname()}-{os.getpid()}.jsonl").open("a") as handle:
-                handle.write(record.model_dump_json() + "\n")
+            # One file per process, so the workers' lines never interleave; appended under the append-only
+            # rule, so a worker killed mid-line costs that line only and the driver's reader says so.
+            append_line(self.episode_log / f"{socket.gethostname()}-{os.getpid()}.jsonl",
+                        record.model_dump_json() + "\n")
         return AgentLoopOutput(
             prompt_ids=list(prompt_ids), response_ids=list(response_ids)[: self.response_length],
             response_mask=list(mask)[: self.response_length],

@@ -6,6 +6,13 @@ the step's row to `train_metrics.csv` and its episodes to `episodes.jsonl`, move
 `save_every` steps save the trainer state and publish a checkpoint. A rerun with the same `--run`
 resumes from the last saved state. Step 0 (the starting policy, after the warm start) is published too.
 
+Faults (toolcanary.train.faults, the same rules as the GPU hooks): before anything else the simulator is
+checked (`preflight.check_simulator`: reachable, same contract version, token accepted, ready) and the run
+refuses to start otherwise; before every step it waits, at most `simulator_wait_s`, for a simulator that is
+down; a step in which the simulator refused the token stops the run before its update; the circuit breaker
+stops it after `max_aborted_steps` steps in a row with more than `max_aborted_frac` aborted. A stop saves
+the trainer state of the last finished step first, so the rerun with the same `--run` continues there.
+
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
 """
 
@@ -24,6 +31,7 @@ import torch
 from toolcanary.contract.csv_schemas import WARM_START, WARM_START_COLUMNS
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.embedded_simulator import EmbeddedSimulator
+from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
 from toolcanary.train.generation_client import TransformersGenerationClient
 from toolcanary.train.gold import gold_conversations, warm_start_requests
 from toolcanary.train.grpo import GrpoConfig, grpo_update
@@ -34,6 +42,7 @@ from toolcanary.train.metrics import (
     drop_steps_after,
     step_row,
 )
+from toolcanary.train.preflight import check_simulator, wait_ready
 from toolcanary.train.publisher import publish_checkpoint, remove_partial
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
@@ -82,6 +91,9 @@ def train_cpu(settings: TrainSettings, progress: bool = True) -> dict:
     simulator = (contextlib.nullcontext(settings.simulator_url) if settings.simulator_url
                  else EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed))
     with simulator as url:
+        health = check_simulator(url)  # before the warm start, which talks to the simulator too
+        logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
+                    health.backend, health.run)
         return _train(settings, url, checkpoints, results, progress)
 
 
@@ -97,13 +109,19 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
     start = 0
     saved = latest_state(settings.run_state())
     if saved is not None:
-        start = int(load_state(saved, policy=policy, optimizer=optimizer, curriculum=curriculum, rng=rng)["step"])
+        state = load_state(saved, policy=policy, optimizer=optimizer, curriculum=curriculum, rng=rng)
+        start = int(state["step"])
         logger.info("resumed from %s: step %d, curriculum level %d", saved, start, curriculum.level)
+        if start and state.get("extra", {}).get("publish", True):
+            # A run killed after this state was saved and before its checkpoint was announced: publish it
+            # now (nothing happens when it was), else the resumed run would never publish this step.
+            publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=start, base_model=base_model,
+                               curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking)
     else:
         publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=0, base_model=base_model,
                            curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking)
     drop_steps_after(metrics_csv, episodes_jsonl, start)
-    client = TransformersGenerationClient(policy, tokenizer)
+    client = TransformersGenerationClient(policy, tokenizer, seed=settings.seed)
     runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=settings.prompt_length,
                            response_length=settings.response_length, enable_thinking=settings.enable_thinking,
                            loop_options=_loop_options(settings))
@@ -111,15 +129,42 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                       loss_agg_mode=settings.loss_agg_mode)
     params = {"temperature": settings.temperature, "top_p": settings.top_p}
     published = []
+    breaker = CircuitBreaker(settings.max_aborted_frac, settings.max_aborted_steps)
+    last_saved = start
+
+    def save(step: int, publish: bool) -> None:
+        nonlocal last_saved
+        save_state(settings.run_state(), step=step, policy=policy, optimizer=optimizer, curriculum=curriculum,
+                   rng=rng, extra={"publish": publish})
+        last_saved = step
+
+    def stopped(err: TrainingStopped, finished: int) -> TrainingStopped:
+        """Save the state of the last finished step (unless it is saved), and say where the rerun goes on."""
+        if finished > last_saved:
+            save(finished, publish=False)
+        return TrainingStopped(err.reason, f"{err.fix} (trainer state of step {finished} saved; the rerun "
+                                           f"continues at step {finished + 1})")
+
     for step in range(start + 1, settings.steps + 1):
         began = time.monotonic()
         level = curriculum.level
-        specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
-                           rng=rng, run=settings.run, max_tools=settings.max_tools,
-                           task_pool=settings.task_pool, seed=settings.seed)
-        outputs = asyncio.run(runner.run(specs, params, progress=progress))
+        before = rng.getstate(), torch.get_rng_state()
+        try:
+            wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
+            specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
+                               rng=rng, run=settings.run, max_tools=settings.max_tools,
+                               task_pool=settings.task_pool, seed=settings.seed)
+            outputs = asyncio.run(runner.run(specs, params, progress=progress))
+            records = [o.extra_fields["episode"] for o in outputs]
+            fatal = fatal_stop(step, records)
+            if fatal is not None:
+                raise fatal
+        except TrainingStopped as err:
+            # Nothing of this step is kept: back to the generators' state before it, as the state file saves them.
+            rng.setstate(before[0])
+            torch.set_rng_state(before[1])
+            raise stopped(err, step - 1) from None
         update = grpo_update(policy, reference, optimizer, outputs, config=grpo)
-        records = [o.extra_fields["episode"] for o in outputs]
         row = step_row(step, records, level=level, update=update, step_seconds=round(time.monotonic() - began, 3))
         append_metrics_row(metrics_csv, row)
         append_episodes(episodes_jsonl, records)
@@ -129,11 +174,12 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                     row["tool_call_share"], row["kl"], level, new_level, curriculum.derived().as_dict(),
                     row["step_seconds"])
         if step % settings.save_every == 0 or step == settings.steps:
-            save_state(settings.run_state(), step=step, policy=policy, optimizer=optimizer, curriculum=curriculum,
-                       rng=rng)
+            save(step, publish=True)
             published.append(publish_checkpoint(
                 policy, tokenizer, checkpoints, run=settings.run, step=step, base_model=base_model,
                 curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking))
+        if breaker.observe(step, records) is not None:
+            raise stopped(breaker.stop, step)
     return {"run": settings.run, "resumed_from": start, "last_step": settings.steps,
             "curriculum_level": curriculum.level, "published": [str(p) for p in published],
             "train_metrics": str(metrics_csv), "episodes": str(episodes_jsonl)}

@@ -5,31 +5,65 @@ sampling_params) -> TokenOutput`. Requests that arrive together (the episodes of
 are batched into one left-padded `model.generate` call in a worker thread, so the event loop keeps
 serving simulator calls while the model runs.
 
-    client = TransformersGenerationClient(model, tokenizer)
+Each request samples from a random generator of its own, seeded by (seed, request id, prompt length), so
+its tokens depend on its prompt and the weights, not on which requests shared its batch or in what order
+they came: how the simulator's latency groups the episodes into batches cannot change a run. This is what
+lets a run that survived a fault be compared with one that did not, step by step.
+
+    client = TransformersGenerationClient(model, tokenizer, seed=0)
     out = await client.generate("ep-1", prompt_ids=ids, sampling_params={"temperature": 1.0, "max_tokens": 32})
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from dataclasses import dataclass, field
 
 import torch
+from transformers import LogitsProcessor, LogitsProcessorList
 from verl.workers.rollout.replica import TokenOutput
 
 
 @dataclass
 class _Pending:
+    request_id: str
     prompt_ids: list[int]
     params: dict
     future: asyncio.Future = field(repr=False)
 
 
+def request_generator(seed: int, request_id: str, prompt_length: int) -> torch.Generator:
+    """The random generator of one request: the same request id and prompt always draw the same numbers."""
+    digest = hashlib.sha256(f"{seed}\x00{request_id}\x00{prompt_length}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "big") & (2**63 - 1))
+
+
+class PerRequestSampler(LogitsProcessor):
+    """Samples every row's next token with that row's own generator (temperature, then top-p), and hands
+    `generate` (run greedy) scores that leave it only that token to pick."""
+
+    def __init__(self, generators: list[torch.Generator], temperature: float, top_p: float) -> None:
+        self.generators, self.temperature, self.top_p = generators, temperature, top_p
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            ordered, order = probs.sort(dim=-1, descending=True)
+            outside = ordered.cumsum(dim=-1) - ordered > self.top_p  # the smallest set reaching top_p stays
+            ordered = ordered.masked_fill(outside, 0.0)
+            probs = torch.zeros_like(probs).scatter(-1, order, ordered)
+        chosen = torch.stack([torch.multinomial(row, 1, generator=gen) for row, gen in zip(probs, self.generators,
+                                                                                         strict=True)])
+        picked = torch.full_like(scores, float("-inf"))
+        return picked.scatter(-1, chosen, 0.0)
+
+
 class TransformersGenerationClient:
     """Batched sampling from a causal LM on CPU; `max_batch` bounds one forward batch."""
 
-    def __init__(self, model, tokenizer, max_batch: int = 32, gather_s: float = 0.005) -> None:
-        self.model, self.tokenizer = model, tokenizer
+    def __init__(self, model, tokenizer, max_batch: int = 32, gather_s: float = 0.005, seed: int = 0) -> None:
+        self.model, self.tokenizer, self.seed = model, tokenizer, seed
         self.max_batch, self.gather_s = max_batch, gather_s
         self.stop_ids = [i for i in tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"]) if i >= 0]
         self.pad_id = tokenizer.pad_token_id
@@ -40,7 +74,7 @@ class TransformersGenerationClient:
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **_) -> TokenOutput:
         future = asyncio.get_running_loop().create_future()
-        self._queue.append(_Pending(list(prompt_ids), dict(sampling_params), future))
+        self._queue.append(_Pending(str(request_id), list(prompt_ids), dict(sampling_params), future))
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
@@ -72,14 +106,16 @@ class TransformersGenerationClient:
             attention[row, width - len(pending.prompt_ids):] = 1
         max_new = max(int(p.params.get("max_tokens", 64)) for p in batch)
         temperature = float(params.get("temperature", 1.0))
-        sample = temperature > 0
+        processors = LogitsProcessorList()
+        if temperature > 0:  # else plain greedy decoding
+            generators = [request_generator(self.seed, p.request_id, len(p.prompt_ids)) for p in batch]
+            processors.append(PerRequestSampler(generators, temperature, float(params.get("top_p", 1.0))))
         was_training = self.model.training
         self.model.eval()
         out = self.model.generate(
-            input_ids=ids, attention_mask=attention, max_new_tokens=max_new, do_sample=sample,
-            temperature=temperature if sample else None, top_p=float(params.get("top_p", 1.0)) if sample else None,
-            top_k=0 if sample else None, eos_token_id=self.stop_ids, pad_token_id=self.pad_id,
-            return_dict_in_generate=True, output_logits=True,
+            input_ids=ids, attention_mask=attention, max_new_tokens=max_new, do_sample=False,
+            temperature=None, top_p=None, top_k=None, logits_processor=processors,
+            eos_token_id=self.stop_ids, pad_token_id=self.pad_id, return_dict_in_generate=True, output_logits=True,
         )
         self.model.train(was_training)
         self.batches += 1

@@ -4,19 +4,25 @@
 `episodes.jsonl` beside it holds one `EpisodeRecord` per line. Reward statistics count every episode,
 aborted ones at 0 (TRUSTEE's batch mean, which drives the curriculum); behaviour statistics (turns, call
 share, lengths) count only episodes that finished, since an aborted one stopped early for a reason
-that is not the policy's.
+that is not the policy's; `aborted_<cause>` counts the aborted ones by cause.
+
+Every file here is append-only under `toolcanary.contract.append_only`: appends are whole lines, fsynced,
+after fencing off a line a killed writer tore; readers skip torn lines with a warning and refuse a broken
+line in the middle; a resume's rewrite is atomic. Each file has one writing process (the CPU run; on GPU
+the driver for train_metrics.csv, and one episode file per worker process), so no appends race and none
+needs a lock between processes.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import os
 from pathlib import Path
 from statistics import fmean, pstdev
 
+from toolcanary.contract.append_only import append_text, iter_lines, refused_line, rewrite_lines
 from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS
+from toolcanary.train.faults import abort_counts
 
 
 def _mean(values: list[float]) -> float:
@@ -53,41 +59,55 @@ def step_row(step: int, records: list[dict], *, level: int, update: dict[str, fl
         "entropy": update.get("entropy", math.nan),
         "simulator_tokens": sum(r["simulator_tokens"] for r in records),
         "step_seconds": step_seconds,
+        **{f"aborted_{cause}": count for cause, count in abort_counts(records).items()},
     }
     if tuple(row) != TRAIN_METRICS_COLUMNS:  # the contract and this function must never drift apart
         raise RuntimeError(f"train metrics row {tuple(row)} differs from the contract {TRAIN_METRICS_COLUMNS}")
     return row
 
 
-def append_line(path: Path, text: str) -> None:
-    """Append `text`, flushed to disk before returning (a killed run keeps every finished row)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", newline="") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+def append_line(path: Path, text: str, header: str | None = None) -> None:
+    """Append whole lines, fsynced before returning (a killed run keeps every finished row)."""
+    append_text(path, text, header=header)
 
 
 def append_metrics_row(path: Path, row: dict[str, float]) -> None:
-    """Append one row (the header first for a new file), flushed to disk before returning."""
-    new = not path.exists() or path.stat().st_size == 0
+    """Append one row (the header first into a file without one), fsynced before returning."""
     cells = ["" if isinstance(v, float) and math.isnan(v) else (f"{v:.6g}" if isinstance(v, float) else str(v))
              for v in row.values()]
-    append_line(path, ("" if not new else ",".join(TRAIN_METRICS_COLUMNS) + "\n") + ",".join(cells) + "\n")
+    append_line(path, ",".join(cells) + "\n", header=",".join(TRAIN_METRICS_COLUMNS))
 
 
 def append_episodes(path: Path, records: list[dict]) -> None:
     append_line(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
+def _episode_lines(path: Path) -> list[tuple[str, dict]]:
+    lines = []
+    for number, line in iter_lines(path):
+        try:
+            lines.append((line, json.loads(line)))
+        except json.JSONDecodeError:
+            raise refused_line(path, number, "one JSON episode record", line) from None
+    return lines
+
+
+def read_episodes(path: Path) -> list[dict]:
+    """The episode records of a JSONL file, under the append-only rule (torn lines skipped with a warning)."""
+    return [record for _, record in _episode_lines(path)]
+
+
 def drop_steps_after(metrics: Path, episodes: Path | None, step: int) -> None:
-    """On resume, forget rows of steps after the restored checkpoint: they are about to be redone."""
+    """On resume, forget rows of steps after the restored checkpoint: they are about to be redone.
+
+    Each file is rewritten whole, atomically; torn lines go with the rows they were among.
+    """
     if metrics.exists():
-        with metrics.open(newline="") as handle:
-            rows = list(csv.reader(handle))
-        kept = rows[:1] + [r for r in rows[1:] if r and int(r[0]) <= step]
-        metrics.write_text("".join(",".join(r) + "\n" for r in kept))
+        lines = list(iter_lines(metrics))
+        if lines:
+            for number, text in lines[1:]:
+                if not text.split(",", 1)[0].isdigit():
+                    raise refused_line(metrics, number, "a row that starts with its step", text)
+            rewrite_lines(metrics, [lines[0][1]] + [t for _, t in lines[1:] if int(t.split(",", 1)[0]) <= step])
     if episodes is not None and episodes.exists():
-        lines = [line for line in episodes.read_text().splitlines() if line.strip()]
-        kept_lines = [line for line in lines if json.loads(line)["step"] <= step]
-        episodes.write_text("".join(line + "\n" for line in kept_lines))
+        rewrite_lines(episodes, [line for line, record in _episode_lines(episodes) if record["step"] <= step])

@@ -3,7 +3,9 @@
 A checkpoint is written into a hidden temporary folder beside its final place (weights, tokenizer, chat
 template, and `manifest.json` last), every file and the folder are fsynced, and one `rename` makes it
 visible. Only then is a line `{"step", "path", "weights_sha256"}` appended to `published.jsonl`, which
-the evaluation's watcher follows; `path` is relative to the folder holding `published.jsonl`. Weights are
+the evaluation's watcher follows; `path` is relative to the folder holding `published.jsonl`. The ledger is
+an append-only file under `toolcanary.contract.append_only` (a torn line left by a killed publish is fenced
+off, never glued to the next step's line); the one trainer process of a run is its only writer. Weights are
 published in one floating dtype (bf16 unless the model's config names another): verl's `hf_model` save
 writes FSDP's fp32 master weights under a config that says bf16, twice the size a server needs. The
 manifest records that dtype and the chat-template thinking mode the policy trained in.
@@ -27,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from toolcanary.contract import CONTRACT_VERSION
+from toolcanary.contract.append_only import append_text, iter_lines, refused_line
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CHECKPOINT_MANIFEST, CheckpointManifest, read_checkpoint_manifest
 from toolcanary.train.settings import REPO_ROOT
@@ -181,30 +184,22 @@ def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_mo
 
 def announce(run_dir: Path, step: int, sha: str) -> None:
     """Append the watcher's line for a step, once."""
-    ledger = run_dir / PUBLISHED
     if any(entry["step"] == step for entry in read_published(run_dir)):
         return
-    with ledger.open("a") as handle:
-        handle.write(json.dumps({"step": step, "path": step_dir_name(step), "weights_sha256": sha}) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    line = json.dumps({"step": step, "path": step_dir_name(step), "weights_sha256": sha}) + "\n"
+    append_text(run_dir / PUBLISHED, line)
 
 
 def read_published(run_dir: Path) -> list[dict]:
-    """The announced checkpoints, in order; a torn last line (a writer killed mid-line) is skipped."""
+    """The announced checkpoints, in order. A torn last line (a publish killed mid-line) and a torn line a
+    later publish fenced off are skipped with a warning; any other unreadable line is refused."""
     ledger = run_dir / PUBLISHED
-    if not ledger.exists():
-        return []
     entries = []
-    for number, line in enumerate(ledger.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, line in iter_lines(ledger):
         try:
             entries.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if number == len(ledger.read_text().splitlines()):
-                break
-            raise ContractError(f"{ledger}: line {number}", "a JSON object", repr(line[:80])) from err
+        except json.JSONDecodeError:
+            raise refused_line(ledger, number, 'a JSON object {"step", "path", "weights_sha256"}', line) from None
     return entries
 
 

@@ -76,6 +76,14 @@ class TrainSettings:
     verify_timeout_s: float = 300.0
     http_retries: int = 2
     max_in_flight: int = 64
+    # Faults (toolcanary.train.faults): the circuit breaker, and how long a step waits for the simulator.
+    max_aborted_frac: float = field(default=0.5, metadata={
+        "help": "circuit breaker: a step whose aborted share of episodes is above this counts towards a stop"})
+    max_aborted_steps: int = field(default=3, metadata={
+        "help": "circuit breaker: that many such steps in a row stop the run, naming the abort causes"})
+    simulator_wait_s: float = field(default=1200.0, metadata={
+        "help": "before each step, wait at most this long for a simulator that is down or not ready, then stop "
+                "(at the start of a run there is no wait: a simulator that fails the pre-flight check stops it)"})
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> TrainSettings:
@@ -100,6 +108,12 @@ class TrainSettings:
                 raise ContractError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
         if self.rollouts_per_task < 2:
             raise ContractError("--rollouts-per-task", "at least 2 (GRPO needs a group)", repr(self.rollouts_per_task))
+        if not 0 <= self.max_aborted_frac < 1:
+            raise ContractError("--max-aborted-frac", "a share in [0, 1)", repr(self.max_aborted_frac))
+        if self.max_aborted_steps < 1:
+            raise ContractError("--max-aborted-steps", "a positive integer", repr(self.max_aborted_steps))
+        if self.simulator_wait_s < 0:
+            raise ContractError("--simulator-wait-s", "seconds >= 0", repr(self.simulator_wait_s))
         for name in ("checkpoints_dir", "results_dir", "runs_dir"):
             setattr(self, name, Path(getattr(self, name)))
         self.policy = str(self.policy)

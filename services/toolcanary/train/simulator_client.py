@@ -1,8 +1,19 @@
-"""Async HTTP client for the simulator's four roles; a failure comes back as an aborted response.
+"""Async HTTP client for the simulator's four roles; a failure comes back as an aborted response with its cause.
 
-Every call has its own timeout (per role), transport failures and 5xx answers are retried a few times,
-and whatever still fails is returned as the role's response with `outcome="aborted"` and a cause, so
-the episode can be marked aborted and counted instead of crashing the step.
+Every call has its own timeout (per role). What the simulator answers decides what happens next:
+
+| answer                                   | retried              | abort cause                    |
+|------------------------------------------|----------------------|--------------------------------|
+| 5xx, 408, 429, connection error          | yes, backoff doubling with jitter | `upstream` (after the last try) |
+| no answer within the role's timeout      | yes                  | `timeout` (after the last try) |
+| 413 (the request is too large)           | no                   | `too_large`                    |
+| 401, 403 (the token is refused)          | no                   | `auth`: the run stops (faults.fatal_stop) |
+| any other 4xx (422, 409, 400, 404, ...)  | no                   | `rejected`, with the simulator's reason |
+| 200 that is not the role's response      | no                   | `parse`                        |
+
+A refused token fails every later call of this client at once (no request sent): no retry can fix it,
+and the step's other episodes should not each wait for their own 401. The aborted response goes into the
+episode's record, which the trainers count and act on instead of crashing the step.
 
     async with SimulatorClient("http://127.0.0.1:8300") as sim:
         task = await sim.task(TaskRequest(task_key="s1-g0", difficulty=...))
@@ -13,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from dataclasses import dataclass
 from typing import TypeVar
@@ -62,6 +74,7 @@ class SimulatorClient:
         self._http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=max_in_flight), headers=headers)
         self.calls = 0
         self.retried = 0
+        self.refused: str | None = None  # the 401/403 detail, once the simulator refused the token
 
     async def __aenter__(self) -> SimulatorClient:
         return self
@@ -93,10 +106,13 @@ class SimulatorClient:
         body = request.model_dump(mode="json", exclude_none=True)
         started = time.monotonic()
         cause, detail = "upstream", ""
+        if self.refused is not None:
+            return kind(outcome="aborted", abort_cause="auth", abort_detail=self.refused, latency_s=0.0)
         for attempt in range(self.retries + 1):
             if attempt:
                 self.retried += 1
-                await asyncio.sleep(self.backoff_s * attempt)
+                # Doubling, with jitter so that the episodes of a step do not come back all at once.
+                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
             try:
                 async with self._limit:
                     self.calls += 1
@@ -109,12 +125,17 @@ class SimulatorClient:
             except aiohttp.ClientError as err:
                 cause, detail = "upstream", f"{path}: {type(err).__name__}: {err}"
                 continue
-            if status >= 500:
+            if status >= 500 or status in (408, 429):
                 cause, detail = "upstream", f"{path}: HTTP {status}: {text[:300]}"
                 continue
+            if status in (401, 403):
+                cause, detail = "auth", f"{path}: HTTP {status}: {text[:300]}"
+                self.refused = detail
+                break
             if status >= 400:
-                # The request itself is wrong; repeating it cannot help.
-                cause, detail = "validation", f"{path}: HTTP {status}: {text[:300]}"
+                # This one request is wrong (too large, malformed, a reused key); repeating it cannot help.
+                cause = "too_large" if status == 413 else "rejected"
+                detail = f"{path}: HTTP {status}: {text[:300]}"
                 break
             try:
                 return kind.model_validate_json(text)

@@ -12,6 +12,16 @@ closes, and a checkpoint's manifest records the level after its own step. The st
 the state after every closed step (a restart that redoes steps rolls back to the state its checkpoint
 saw) and the attempt id each step was dispatched under (a redone step folds only its new episodes).
 Both read the run id and volume roots from the environment (`TOOLCANARY_TRAIN_RUN`, ...).
+
+Faults, with the CPU run's code (toolcanary.train.faults, toolcanary.train.preflight): before the first
+dispatch of a trainer process the simulator must pass the pre-flight check (reachable, same contract version,
+token accepted, ready), else the run refuses to start; before every later dispatch the manager waits (up to
+`TOOLCANARY_TRAIN_SIMULATOR_WAIT_S`) for a simulator that is down. Every closed step feeds the circuit breaker
+and the check for refused tokens; a stop found while closing steps is raised before the next dispatch, or at
+a save after its checkpoint is published (so the saved step is announced), and stops the trainer with its
+message. verl's checkpoints and curriculum.json stay as they were: a restart resumes from the last save and
+redoes the steps after it, as after any other restart. The breaker's count lives in the trainer process, so a
+restart after a fix starts it afresh.
 """
 
 from __future__ import annotations
@@ -33,13 +43,22 @@ import toolcanary.train.grpo  # noqa: F401  registers the toolcanary_grpo advant
 from toolcanary.contract.errors import ContractError
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import EpisodeSpec
-from toolcanary.train.metrics import append_metrics_row, drop_steps_after, step_row
+from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
+from toolcanary.train.metrics import append_metrics_row, drop_steps_after, read_episodes, step_row
+from toolcanary.train.preflight import check_simulator, wait_ready
 from toolcanary.train.publisher import publish_folder
 from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
 
 logger = logging.getLogger(__name__)
 CURRICULUM_FILE = "curriculum.json"
+# What agent_loops.yaml falls back to when TOOLCANARY_TRAIN_SIMULATOR_URL is not set.
+DEFAULT_SIMULATOR_URL = "http://simulator:8300"
+# This process's fault state per run (keyed by its state folder): the breaker's streak, the first stop found
+# while closing steps, and whether the simulator passed the pre-flight check. A restarted trainer starts afresh.
+_BREAKERS: dict[str, CircuitBreaker] = {}
+_STOPS: dict[str, TrainingStopped] = {}
+_CHECKED: set[str] = set()
 
 
 def curriculum_path(settings: TrainSettings) -> Path:
@@ -126,8 +145,7 @@ def validation_rows(rows: list, step: int) -> list[dict]:
 def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attempt: str | None = None) -> dict | None:
     """Fold the finished training episodes of `step` (of `attempt`, when given) into its metrics row and
     the level, and persist the state; None (and nothing changed) when the step left no episode records."""
-    records = [record for path in sorted(episode_dir(settings).glob("*.jsonl"))
-               for record in (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+    records = [record for path in sorted(episode_dir(settings).glob("*.jsonl")) for record in read_episodes(path)
                if record["step"] == step and record.get("split", "train") == "train"
                and (attempt is None or record.get("attempt") == attempt)]
     if not records:
@@ -136,7 +154,52 @@ def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attem
     append_metrics_row(metrics_path(settings), row)
     curriculum.update(row["reward_mean"])  # aborted episodes count at 0 in this mean, as in TRUSTEE
     _record_closed(settings, curriculum, step)
+    _observe(settings, step, records)
     return row
+
+
+def _key(settings: TrainSettings) -> str:
+    return str(settings.run_state())
+
+
+def _observe(settings: TrainSettings, step: int, records: list[dict]) -> None:
+    """Feed a closed step to the breaker and the token check; keep the first stop either finds."""
+    key = _key(settings)
+    if key not in _BREAKERS:
+        _BREAKERS[key] = CircuitBreaker(settings.max_aborted_frac, settings.max_aborted_steps)
+    stop = fatal_stop(step, records) or _BREAKERS[key].observe(step, records)
+    if stop is not None and key not in _STOPS:
+        logger.error("%s", stop)
+        _STOPS[key] = stop
+
+
+def raise_if_stopped(settings: TrainSettings) -> None:
+    """Raise the stop found while closing steps, if any (the trainer process then ends with it)."""
+    stop = _STOPS.get(_key(settings))
+    if stop is not None:
+        raise stop
+
+
+def check_before_dispatch(settings: TrainSettings, step: int) -> None:
+    """The simulator check before a dispatch: strict before this process's first, a bounded wait after."""
+    url = settings.simulator_url or DEFAULT_SIMULATOR_URL
+    key = _key(settings)
+    if key not in _CHECKED:
+        health = check_simulator(url)
+        logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
+                    health.backend, health.run)
+        _CHECKED.add(key)
+    else:
+        wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
+
+
+def prepare_dispatch(settings: TrainSettings, step: int) -> tuple[Curriculum, str]:
+    """What the manager does before a training step's dispatch: check the simulator, close the steps before
+    it, stop the run if they call for it, and return the curriculum and the attempt id to dispatch under."""
+    check_before_dispatch(settings, step)
+    curriculum, attempt = begin_step(settings, step)
+    raise_if_stopped(settings)
+    return curriculum, attempt
 
 
 def _record_closed(settings: TrainSettings, curriculum: Curriculum, step: int) -> None:
@@ -183,17 +246,18 @@ def begin_step(settings: TrainSettings, step: int) -> tuple[Curriculum, str]:
 
 
 class CurriculumAgentLoopManager(AgentLoopManagerTQ):
-    """Before each step's dispatch: close the steps before it, then write this step's curriculum draw
-    into every prompt row (its n rollouts share it, hence one task). Validation rows keep their
-    held-out task and get this step's number."""
+    """Before each step's dispatch: check the simulator, close the steps before it (and stop the run when
+    they call for it), then write this step's curriculum draw into every prompt row (its n rollouts share
+    it, hence one task). Validation rows keep their held-out task and get this step's number."""
 
     def generate_sequences(self, prompts) -> None:
         settings = TrainSettings.from_env()
         step = int(prompts["global_steps"])
         if "validate" in prompts.keys() and bool(prompts["validate"]):
+            check_before_dispatch(settings, step)  # validation before training is a first dispatch too
             prompts["extra_info"] = NonTensorStack(*validation_rows(list(prompts["extra_info"]), step))
             return super().generate_sequences(prompts)
-        curriculum, attempt = begin_step(settings, step)
+        curriculum, attempt = prepare_dispatch(settings, step)
         logger.info("curriculum: step %d at level %d, derived %s", step, curriculum.level,
                     curriculum.derived().as_dict())
         # One generator per step: a step redone after a restart draws the same tasks at the same level,
@@ -220,6 +284,9 @@ class PublishingCheckpointCallback(CheckpointCallback):
         publish_folder(source, settings.run_checkpoints(), run=settings.run, step=global_step,
                        base_model=base_model, curriculum_level=curriculum.level,
                        enable_thinking=recipe_thinking(self.config))
+        # After the publish: verl will not call this again for a step it saved, so a stop found while closing
+        # it must not cost the step its announcement.
+        raise_if_stopped(settings)
 
 
 def recipe_thinking(config) -> bool:

@@ -1,0 +1,141 @@
+"""The trainer's check of the simulator, before step 1 and before every step after it; both trainers use it.
+
+One request, `GET <simulator>/v1/ready` with the trainer's bearer token, answers four questions: is the
+simulator reachable, does it speak this contract version, does it accept the token (the route sits behind
+it), and can it answer role calls now (its backend's upstreams answer and its record folder is writable).
+
+- `check_simulator` (before step 1) stops the run with `SimulatorNotReady` on any failure, naming what was
+  found and what to do: a trainer must not start a 44-hour run against a simulator that cannot serve it.
+- `wait_ready` (before each later step) stops at once on what no retry can fix (a refused token, another
+  contract version, a URL that is not a simulator), and waits with backoff, up to `wait_s`, for a simulator
+  that is down or not ready (a restart, an upstream reloading), so that no step is spent on a dead one.
+
+    health = check_simulator("http://127.0.0.1:8300")
+    wait_ready("http://127.0.0.1:8300", wait_s=1200)
+
+The token is read from `TOOLCANARY_SIMULATOR_TOKEN`, as the simulator and the agent loop read it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+
+import httpx
+from pydantic import ValidationError
+
+from toolcanary.contract import CONTRACT_VERSION
+from toolcanary.contract.simulator_api import ErrorBody, Health
+from toolcanary.train.faults import TrainingStopped
+from toolcanary.train.simulator_client import TOKEN_ENV
+
+logger = logging.getLogger(__name__)
+READY_PATH = "/v1/ready"
+
+
+class SimulatorNotReady(TrainingStopped):
+    """The simulator cannot serve this trainer. `fatal`: waiting cannot help (token, version, wrong URL)."""
+
+    def __init__(self, reason: str, fix: str, fatal: bool) -> None:
+        self.fatal = fatal
+        super().__init__(reason, fix)
+
+
+def _error_of(answer: httpx.Response) -> str:
+    try:
+        return ErrorBody.model_validate_json(answer.text).error
+    except ValidationError:
+        return answer.text[:300]
+
+
+def check_simulator(url: str, timeout_s: float = 10.0, token: str | None = None) -> Health:
+    """The simulator's readiness, or `SimulatorNotReady` saying what is wrong and what to do."""
+    token = os.environ.get(TOKEN_ENV) if token is None else token
+    base = url.rstrip("/")
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    where = f"the simulator at {base}"
+    try:
+        answer = httpx.get(f"{base}{READY_PATH}", headers=headers, timeout=timeout_s)
+    except httpx.TimeoutException as err:
+        raise SimulatorNotReady(f"{where} did not answer {READY_PATH} within {timeout_s:g} s ({type(err).__name__})",
+                                "Check that it is running and not overloaded", fatal=False) from None
+    except httpx.TransportError as err:
+        raise SimulatorNotReady(
+            f"cannot reach {where}: {type(err).__name__}: {err}",
+            "Start it (python -m toolcanary.simulator serve ...) or point --simulator-url / "
+            "TOOLCANARY_TRAIN_SIMULATOR_URL at it", fatal=False) from None
+    if answer.status_code in (401, 403):
+        sent = "sent a token it does not accept" if token else "sent no token and it requires one"
+        raise SimulatorNotReady(
+            f"{where} refused the trainer (HTTP {answer.status_code}): the trainer {sent}",
+            f"Set {TOKEN_ENV} in the trainer's environment to the value the simulator was started with",
+            fatal=True)
+    if answer.status_code == 404:
+        raise _not_this_contract(base, timeout_s)
+    if answer.status_code == 503:
+        raise SimulatorNotReady(f"{where} is not ready: {_error_of(answer)}",
+                                "Fix what it names (curl its /health/ready), or wait until it is ready", fatal=False)
+    if answer.status_code != 200:
+        raise SimulatorNotReady(f"{where} answered {READY_PATH} with HTTP {answer.status_code}: {_error_of(answer)}",
+                                "See the simulator's log", fatal=False)
+    try:
+        health = Health.model_validate_json(answer.text)
+    except ValidationError as err:
+        raise SimulatorNotReady(f"{where} answered {READY_PATH} with something that is not a Health: "
+                                f"{str(err)[:200]}", "Point the trainer at a ToolCanary simulator", fatal=True) from None
+    if health.contract_version != CONTRACT_VERSION:
+        raise _version_mismatch(base, health.contract_version)
+    return health
+
+
+def _version_mismatch(base: str, theirs: str) -> SimulatorNotReady:
+    return SimulatorNotReady(
+        f"the simulator at {base} speaks contract {theirs}, this trainer contract {CONTRACT_VERSION}: requests "
+        "and records would not mean the same thing on both sides",
+        "Run a simulator and a trainer built from the same ToolCanary version (rebuild the older image)", fatal=True)
+
+
+def _not_this_contract(base: str, timeout_s: float) -> SimulatorNotReady:
+    """A 404 on /v1/ready: an older simulator (no such route) or no simulator at all; /health tells which."""
+    try:
+        answer = httpx.get(f"{base}/health", timeout=timeout_s)
+        theirs = Health.model_validate_json(answer.text).contract_version if answer.status_code == 200 else None
+    except (httpx.HTTPError, ValidationError):
+        theirs = None
+    if theirs is not None and theirs != CONTRACT_VERSION:
+        return _version_mismatch(base, theirs)
+    return SimulatorNotReady(
+        f"{base} has no {READY_PATH}: it is not a ToolCanary simulator of contract {CONTRACT_VERSION}",
+        "Point --simulator-url / TOOLCANARY_TRAIN_SIMULATOR_URL at the simulator (port 8300 by default)", fatal=True)
+
+
+def wait_ready(url: str, wait_s: float, *, before: str = "the next step", poll_s: float = 0.5,
+               timeout_s: float = 10.0) -> Health:
+    """Wait (with backoff, at most `wait_s` seconds) until the simulator is ready; stop at once on a fatal fault.
+
+    Raises:
+        SimulatorNotReady: fatal at once; not ready after `wait_s`, naming the last problem.
+    """
+    deadline = time.monotonic() + wait_s
+    delay, waited_since = poll_s, None
+    while True:
+        try:
+            health = check_simulator(url, timeout_s=timeout_s)
+        except SimulatorNotReady as err:
+            if err.fatal:
+                raise
+            now = time.monotonic()
+            if waited_since is None:
+                waited_since = now
+                logger.warning("%s; waiting up to %g s before %s", err.reason, wait_s, before)
+            if now >= deadline:
+                raise SimulatorNotReady(f"{err.reason}, for {now - waited_since:.0f} s before {before}", err.fix,
+                                        fatal=False) from None
+            time.sleep(min(delay * random.uniform(0.5, 1.0), max(0.0, deadline - now)))
+            delay = min(delay * 2, 15.0)
+            continue
+        if waited_since is not None:
+            logger.info("the simulator at %s is ready again after %.1f s", url, time.monotonic() - waited_since)
+        return health
