@@ -9,11 +9,13 @@ ORDER="contract stack analysis simulator evaluate audit train serve demo contain
 suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 status=0
+ran=()
 for suite in $suites; do
   [ -d "tests/$suite" ] || continue
+  ran+=("$suite")
   env="${ENV_OF[$suite]:?no environment mapped for tests/$suite}"
   echo "=== tests/$suite in .venvs/$env"
   ".venvs/$env/bin/python" -m pytest "tests/$suite" -q ${PYTEST_ARGS:-} --junitxml="$reports/$suite.xml" || status=1
 done
-python3 scripts/sum_junit.py "$reports" || status=1
+python3 scripts/sum_junit.py "$reports" "${ran[@]}" || status=1
 exit $status

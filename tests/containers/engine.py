@@ -57,6 +57,15 @@ def run(command: list[str], *, env: dict | None = None, timeout: float = 600, ch
     return done
 
 
+def apt_install(*packages: str) -> None:
+    """Debian's packages, reading the package lists first when a fresh machine has none (or stale ones)."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    command = ["apt-get", "install", "-y", "-q", *packages]
+    if run(command, env=env, timeout=900, check=False).returncode != 0:
+        run(["apt-get", "update", "-q"], env=env, timeout=600)
+        run(command, env=env, timeout=900)
+
+
 @dataclass
 class Engine:
     """The Docker engine the tests talk to, and the environment every docker / compose call gets."""
@@ -80,8 +89,7 @@ class Engine:
             if os.geteuid() != 0:
                 raise EngineError("no Docker engine answers and dockerd is not installed; install Docker (Debian: "
                                   "apt-get install docker.io) or point DOCKER_HOST at an engine, then rerun")
-            run(["apt-get", "install", "-y", "-q", "docker.io"], timeout=900, env={**os.environ,
-                                                                                 "DEBIAN_FRONTEND": "noninteractive"})
+            apt_install("docker.io")
         # The socket and the exec root live in a short temporary path (a unix socket path has ~108 bytes).
         runtime = Path(tempfile.mkdtemp(prefix="tc-dockerd-"))
         log = WORK / "dockerd.log"
@@ -153,8 +161,7 @@ def build_stand_in(engine: Engine) -> None:
         raise EngineError(f"{OFFICIAL_BASE} cannot be pulled and building a stand-in needs root (debootstrap); "
                           "load the official image into the engine (docker load) and rerun")
     if not shutil.which("debootstrap"):
-        run(["apt-get", "install", "-y", "-q", "debootstrap"], timeout=600,
-            env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        apt_install("debootstrap")
     rootfs = WORK / "stand-in-rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     run(["debootstrap", "--variant=minbase", f"--include={','.join(STAND_IN_PACKAGES)}", "bookworm", str(rootfs),
