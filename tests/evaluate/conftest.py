@@ -71,14 +71,3 @@ def make_checkpoint(root: Path, run: str, step: int, payload: bytes = b"weights"
 
 def read_csv(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
-
-
-@pytest.fixture
-def drill(capsys):
-    """`drill(name, **figures)`: one line on the terminal, outside pytest's capture, so `make test` shows it."""
-
-    def report(name: str, **figures) -> None:
-        with capsys.disabled():
-            print(f"\n  DRILL {name}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items()))
-
-    return report

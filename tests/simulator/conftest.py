@@ -170,14 +170,3 @@ def stub_factory():
     yield make
     for stub in stubs:
         stub.stop()
-
-
-@pytest.fixture
-def drill(capsys):
-    """`drill(name, **figures)`: one line on the terminal, outside pytest's capture, so `make test` shows it."""
-
-    def report(name: str, **figures) -> None:
-        with capsys.disabled():
-            print(f"\n  DRILL {name}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items()))
-
-    return report

@@ -117,14 +117,3 @@ def rng() -> random.Random:
 @pytest.fixture
 def curriculum() -> Curriculum:
     return Curriculum()
-
-
-@pytest.fixture
-def drill(capsys):
-    """`drill(name, **figures)`: one line on the terminal, outside pytest's capture, so `make test` shows it."""
-
-    def report(name: str, **figures) -> None:
-        with capsys.disabled():
-            print(f"\n  DRILL {name}: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items()))
-
-    return report

@@ -249,10 +249,11 @@ def rewrite_lines(path: str | Path, lines: list[str], *, lock: AbstractContextMa
         os.replace(tmp, path)
         # The fence list describes byte offsets of the file just replaced; the new one has no torn line.
         fence_path(path).unlink(missing_ok=True)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries (a file just renamed into it) durable, as fsync does a file's bytes."""
     fd = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(fd)

@@ -29,7 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from toolcanary.contract import CONTRACT_VERSION
-from toolcanary.contract.append_only import append_text, iter_lines, refused_line
+from toolcanary.contract.append_only import append_text, fsync_dir, iter_lines, refused_line
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CHECKPOINT_MANIFEST, CheckpointManifest, read_checkpoint_manifest
 from toolcanary.train.settings import REPO_ROOT
@@ -68,15 +68,7 @@ def _fsync_tree(folder: Path) -> None:
             path.chmod(0o644)  # readable by the evaluation and serving containers, whatever their uid
             with path.open("rb") as handle:
                 os.fsync(handle.fileno())
-    _fsync_dir(folder)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(folder)
 
 
 def remove_partial(run_dir: Path) -> list[Path]:
@@ -176,7 +168,7 @@ def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_mo
     (tmp / CHECKPOINT_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     _fsync_tree(tmp)
     os.rename(tmp, final)
-    _fsync_dir(run_dir)
+    fsync_dir(run_dir)
     announce(run_dir, step, manifest.weights_sha256)
     logger.info("published step %d -> %s", step, final)
     return final

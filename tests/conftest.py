@@ -1,6 +1,6 @@
-"""Shared fixtures of the contract tests: `drill`, which prints a fault drill's figures to the terminal.
+"""Fixtures every suite shares: `drill`, which prints a fault drill's figures to the terminal.
 
-Run: .venvs/dev/bin/python -m pytest tests/contract -q
+pytest loads this file for any suite under tests/, whichever environment runs it (scripts/run_tests.sh).
 """
 
 from __future__ import annotations
