@@ -27,11 +27,13 @@ from pathlib import Path
 
 import pytest
 from conftest import checkout_copy, free_port
-from engine import ROOT, EngineError
+from engine import ROOT, WORK, EngineError
 
 from toolcanary.contract import OFFLINE_CATEGORIES
 
-pytestmark = pytest.mark.slow
+# The scenario runs once, in the module's fixture, whose time pytest-timeout counts against the first test:
+# 15 minutes (the project's per-test limit) is about what a cold run takes on 2 cores, so the module gets 45.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 
 RUN = "ctest"
 PROJECT = "toolcanary-ctest"
@@ -53,6 +55,8 @@ class Stack:
                               timeout=timeout)
         self.timings[label] = round(time.monotonic() - started, 1)
         self.outputs[label] = done
+        with (WORK / "last-run.log").open("a") as log:  # read it while the scenario runs: pytest holds stdout
+            log.write(f"{time.strftime('%H:%M:%S')} {label}: exit {done.returncode} after {self.timings[label]} s\n")
         if check and done.returncode != 0:
             logs = subprocess.run(["docker", "compose", "--profile", "train", "--profile", "eval", "logs", "--tail", "40"],
                                   cwd=self.root, env=self.engine.env, capture_output=True, text=True, timeout=120)
