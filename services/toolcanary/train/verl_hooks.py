@@ -152,7 +152,7 @@ def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attem
         return None
     row = step_row(step, records, level=curriculum.level, update={}, step_seconds=math.nan)
     append_metrics_row(metrics_path(settings), row)
-    curriculum.update(row["reward_mean"])  # aborted episodes count at 0 in this mean, as in TRUSTEE
+    curriculum.update(row["reward_mean"])  # aborted episodes count at 0 here (TRUSTEE: the verifier's reward)
     _record_closed(settings, curriculum, step)
     _observe(settings, step, records)
     return row
