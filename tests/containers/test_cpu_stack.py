@@ -160,6 +160,7 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         stack.make("make up", "up", timeout=900)
         drill(stack)
         stack.trainer_exit = wait_for("the trainer finishes", lambda: exited(stack, "trainer"), timeout=1200, every=2)
+        stack.trainer_log = stack.compose("trainer log", "logs", "--no-log-prefix", "trainer", timeout=120).stdout
         stack.published = [json.loads(line)["step"] for line in (stack.checkpoints / "published.jsonl").read_text().splitlines()]
         for step in stack.published:
             stack.make(f"make eval STEP={step}", "eval", f"STEP={step}", timeout=1500)
@@ -189,14 +190,16 @@ def simulator_records_size(stack: Stack) -> int:
 
 def drill(stack: Stack) -> None:
     """Kill the simulator's process while the trainer's second step is in its rollouts: a crash, not `docker
-    stop`. (Killed between two steps, the trainer would only wait for it, and there would be nothing in flight.)"""
+    stop`. A step of the tiny policy takes about a second, so the process id is looked up before, and the kill
+    sent the moment the step's first role calls are on disk. Should it still land between two steps, the
+    trainer has nothing in flight and waits for the simulator instead (see the test)."""
     wait_for("the trainer's first GRPO step", lambda: metric_rows(stack), timeout=1200, every=0.2)
+    pid = stack.container("simulator")["State"]["Pid"]
     after_step_1 = simulator_records_size(stack)
     wait_for("the second step's role calls", lambda: simulator_records_size(stack) > after_step_1, timeout=600,
-             every=0.05)
-    simulator = stack.container("simulator")
-    os.kill(simulator["State"]["Pid"], signal.SIGKILL)
-    stack.killed_at_step = len(metric_rows(stack))
+             every=0.01)
+    os.kill(pid, signal.SIGKILL)
+    stack.killed_at_step = len(metric_rows(stack))  # steps finished when it died; the next one was in flight
     started = time.monotonic()
     wait_for("the simulator comes back healthy", lambda: (lambda s: s["RestartCount"] >= 1 and
              s["State"].get("Health", {}).get("Status") == "healthy")(stack.container("simulator")), timeout=300)
@@ -234,8 +237,13 @@ def test_the_trainer_survives_the_simulator_being_killed_mid_run(stack):
     print(f"\nfault drill: simulator killed after step {stack.killed_at_step}; {len(aborted)} episodes aborted "
           f"({sorted({e['abort_cause'] for e in aborted})}), back in {stack.timings['simulator back after kill']} s; "
           f"{len(after)} episodes after it, {sum(e['outcome'] == 'ok' for e in after)} finished")
+    waited = re.findall(r"waiting up to \S+ s before step \d+", stack.trainer_log)
+    print(f"the trainer waited for the simulator: {waited or 'no'}")
     assert stack.inspected["simulator"]["RestartCount"] >= 1
-    assert aborted, "the episodes in flight when the simulator died were recorded as aborted"
+    # The episodes in flight when it died are recorded as aborted, by the simulator's death (cause upstream);
+    # with none in flight (killed between two steps), the trainer must have waited for it before the next step.
+    assert {e["abort_cause"] for e in aborted} <= {"upstream"}, aborted
+    assert aborted or waited, "the trainer went on as if the simulator had never died"
     assert any(e["outcome"] == "ok" for e in episodes if e["step"] == STEPS)  # and training carried on
 
 
