@@ -121,6 +121,7 @@ def listening_addresses() -> list[str]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
     """The whole scenario, run once; the tests below read what it left."""
+    (WORK / "last-run.log").unlink(missing_ok=True)
     root = checkout_copy(tmp_path_factory.mktemp("project"))
     stack = Stack(root, engine, stack_user)
     uid, gid = stack_user
