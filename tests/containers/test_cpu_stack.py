@@ -148,8 +148,6 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         if not count:
             text += f"{name}={value}\n"
     env_file.write_text(text)
-    # The host-side commands (make eval-all) use this checkout's environments; their recipes are the same.
-    (root / ".venvs").symlink_to(ROOT / ".venvs")
     # The stack's user owns the project's volumes, as the user who cloned it would.
     for path in [root / "volumes", *(root / "volumes").rglob("*")]:
         os.chown(path, uid, gid)
@@ -165,10 +163,12 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         stack.published = [json.loads(line)["step"] for line in (stack.checkpoints / "published.jsonl").read_text().splitlines()]
         for step in stack.published:
             stack.make(f"make eval STEP={step}", "eval", f"STEP={step}", timeout=1500)
-        # The host-side client runs from this checkout's environments, whose default volumes are this
-        # checkout's: point it at the copy's.
+        # The host-side client runs from this checkout's environments (make test has built them; the copy's
+        # recipes are the same): VENV points make at them, `-o setup` keeps make from building a second set
+        # in the copy, and the volume roots, which default to this checkout's, are pointed at the copy's.
         volumes = {f"TOOLCANARY_{n.upper()}_DIR={root / 'volumes' / n}" for n in ("checkpoints", "results", "runs")}
-        stack.make("make eval-all", "eval-all", f"RUN={RUN}", *sorted(volumes), timeout=1500)
+        stack.make("make eval-all", "-o", "setup", f"VENV={ROOT / '.venvs'}", "eval-all", f"RUN={RUN}",
+                   *sorted(volumes), timeout=1500)
         stack.compose("analysis --table", "run", "--rm", "analysis", "make_figures", "--table", timeout=600)
         stack.compose("analysis --fig all", "run", "--rm", "analysis", "make_figures", "--findings", "--fig", "all",
                       timeout=600)
@@ -190,17 +190,26 @@ def simulator_records_size(stack: Stack) -> int:
 
 
 def drill(stack: Stack) -> None:
-    """Kill the simulator's process while the trainer's second step is in its rollouts: a crash, not `docker
-    stop`. A step of the tiny policy takes about a second, so the process id is looked up before, and the kill
-    sent the moment the step's first role calls are on disk. Should it still land between two steps, the
-    trainer has nothing in flight and waits for the simulator instead (see the test)."""
-    wait_for("the trainer's first GRPO step", lambda: metric_rows(stack), timeout=1200, every=0.2)
+    """Kill the simulator's process while a step's role calls are in flight: a crash, not `docker stop`.
+
+    A step of the tiny policy spends about a second in its rollouts, after its predecessor's row, save and
+    publish. So the process id is looked up first, and the kill is sent the moment a role call of the step
+    after the last written row reaches disk, while the rest of that step's calls are still on their way."""
     pid = stack.container("simulator")["State"]["Pid"]
-    after_step_1 = simulator_records_size(stack)
-    wait_for("the second step's role calls", lambda: simulator_records_size(stack) > after_step_1, timeout=600,
-             every=0.01)
+    wait_for("the trainer's first GRPO step", lambda: metric_rows(stack), timeout=1200, every=0.2)
+    finished, fresh = len(metric_rows(stack)), False  # fresh: the size below was read as a row appeared
+    while True:
+        size = simulator_records_size(stack)
+        wait_for("the next step's role calls, or its row", lambda size=size, finished=finished:
+                 simulator_records_size(stack) > size or len(metric_rows(stack)) != finished, timeout=600, every=0.01)
+        rows = len(metric_rows(stack))
+        if rows == finished and fresh:
+            break  # the first call of the step after `finished` is on disk; the rest are in flight
+        finished, fresh = rows, rows != finished
+        if finished >= STEPS:
+            raise EngineError("the trainer finished before the drill saw a step's role calls begin")
     os.kill(pid, signal.SIGKILL)
-    stack.killed_at_step = len(metric_rows(stack))  # steps finished when it died; the next one was in flight
+    stack.killed_at_step = finished  # steps finished when it died; the next one was in its rollouts
     started = time.monotonic()
     wait_for("the simulator comes back healthy", lambda: (lambda s: s["RestartCount"] >= 1 and
              s["State"].get("Health", {}).get("Status") == "healthy")(stack.container("simulator")), timeout=300)
