@@ -72,6 +72,7 @@ class Engine:
 
     env: dict
     process: subprocess.Popen | None = None
+    runtime: Path | None = None  # the socket and exec root of a dockerd this run started
     log: Path | None = None
     timings: dict = field(default_factory=dict)
 
@@ -100,7 +101,7 @@ class Engine:
         with log.open("ab") as handle:
             process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         env["DOCKER_HOST"] = f"unix://{runtime / 'docker.sock'}"
-        engine = cls(env=env, process=process, log=log)
+        engine = cls(env=env, process=process, log=log, runtime=runtime)
         deadline = time.monotonic() + 60
         while run(["docker", "info"], env=env, check=False, timeout=30).returncode != 0:
             if process.poll() is not None or time.monotonic() > deadline:
@@ -118,6 +119,7 @@ class Engine:
 
         Before that, the images a rebuild left without a tag go: each is gigabytes, and the data root is kept
         between runs for its layer cache, so they would pile up run after run."""
+        shutil.rmtree(self.env["DOCKER_CONFIG"], ignore_errors=True)  # the CLI's config, made by start()
         if self.process is None or self.process.poll() is not None:
             return
         self.docker("image", "prune", "--force", timeout=300, check=False)
@@ -127,6 +129,9 @@ class Engine:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=30)
+        # dockerd leaves its default network namespace mounted in the exec root when it exits.
+        run(["umount", "--lazy", str(self.runtime / "exec" / "netns" / "default")], check=False, timeout=60)
+        shutil.rmtree(self.runtime, ignore_errors=True)
 
 
 def python_base(engine: Engine) -> str:
