@@ -1,11 +1,101 @@
-"""Fixtures every suite shares: `drill`, which prints a fault drill's figures to the terminal.
+"""Fixtures every suite shares: `drill`, which prints a fault drill's figures to the terminal, and
+`trustee_checkout` (and `make_trustee_checkout`), a folder shaped like a TRUSTEE checkout at the pinned commit.
 
 pytest loads this file for any suite under tests/, whichever environment runs it (scripts/run_tests.sh).
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
+
+PINNED = "daf7267919815b1da45e28b29097e51879a88ae2"
+# Placeholder templates with TRUSTEE's file names, function names and signatures; each writes its fields out
+# as JSON after a marker, so a test can read back exactly what the mode substituted.
+TEMPLATES = {
+    "system_prompt.py": '''
+def get_system_prompt(difficulty, format="hermes"):
+    if difficulty not in (0, 1, 2, 3):
+        raise ValueError(f"Invalid difficulty: {difficulty}")
+    return f"SYSTEM level={difficulty} format={format}"
+''',
+    "task_generation.py": '''
+import json
+def get_task_generation_prompt(tools, num_expected_calls, user_persona_level, query_ambiguity_level,
+                               expected_turns_level=0):
+    return "AUTHOR " + json.dumps({"tools": tools, "calls": num_expected_calls, "persona": user_persona_level,
+                                   "ambiguity": query_ambiguity_level, "turns": expected_turns_level})
+''',
+    "tool_simulation.py": '''
+import json
+def get_tool_simulation_prompt(interaction_history, tool_call_text, tool_schemas, user_intent=""):
+    return "TOOL " + json.dumps({"history": interaction_history, "call": tool_call_text, "tools": tool_schemas,
+                                 "intent": user_intent})
+''',
+    "user_simulation.py": '''
+import json
+def get_user_simulation_prompt(interaction_history, user_message, user_query, tool_schemas, user_intent="",
+                               user_persona=""):
+    return "USER " + json.dumps({"history": interaction_history, "latest": user_message, "query": user_query,
+                                 "tools": tool_schemas, "intent": user_intent, "persona": user_persona})
+''',
+    "verifier_simulation.py": '''
+import json
+VERIFIER_CRITERIA = ["criterion one", "criterion two", "criterion three", "criterion four", "criterion five"]
+def get_verifier_simulation_prompt(interaction_history, user_query, tools, expected_tool_calls=None, user_intent="",
+                                   user_persona="", num_criteria=5):
+    return "VERIFY " + json.dumps({"history": interaction_history, "query": user_query, "tools": tools,
+                                   "expected": expected_tool_calls, "intent": user_intent, "persona": user_persona,
+                                   "criteria": VERIFIER_CRITERIA[:num_criteria]})
+''',
+}
+
+
+def _toolbench_tool(name: str, properties: dict, required: list[str]) -> dict:
+    return {"type": "function", "function": {"name": name, "description": f"{name} of the test API.",
+                                             "parameters": {"type": "object", "properties": properties,
+                                                            "required": required}},
+            "toolset_name": "Test Mail API", "toolset_description": "A RapidAPI-style mail service.",
+            "category": "Communication"}
+
+
+# ToolBench's quirks: slash names, a `credentials` type, number and array fields whose defaults are strings.
+TOOLBENCH_LIBRARY = {"Communication": {"Test Mail API": [
+    _toolbench_tool("messages/send", {"size": {"type": "number", "default": "500"},
+                                      "ids": {"type": "array", "default": "1,2"},
+                                      "key": {"type": "credentials", "description": "API key"}}, ["size"]),
+    _toolbench_tool("messages/list", {"folder": {"type": "string", "default": "inbox"}}, []),
+]}}
+
+
+def write_trustee_checkout(root: Path, commit: str = PINNED, skip: str | None = None) -> Path:
+    """A folder shaped like a TRUSTEE checkout: .git at `commit`, the five templates, a tiny ToolBench library."""
+    templates = root / "verl/recipe/trustee/utils/templates"
+    templates.mkdir(parents=True, exist_ok=True)
+    for name, text in TEMPLATES.items():
+        if name != skip:
+            (templates / name).write_text(text.lstrip())
+    data = root / "verl/recipe/trustee/data"
+    data.mkdir(parents=True, exist_ok=True)
+    if skip != "toolbench_tools.json":
+        (data / "toolbench_tools.json").write_text(json.dumps(TOOLBENCH_LIBRARY))
+    (root / ".git/refs/heads").mkdir(parents=True, exist_ok=True)
+    (root / ".git/HEAD").write_text("ref: refs/heads/main\n")
+    (root / ".git/refs/heads/main").write_text(commit + "\n")
+    return root
+
+
+@pytest.fixture
+def make_trustee_checkout():
+    """`make_trustee_checkout(root, commit=..., skip=file name)` -> a checkout-shaped folder (see above)."""
+    return write_trustee_checkout
+
+
+@pytest.fixture
+def trustee_checkout(tmp_path) -> Path:
+    return write_trustee_checkout(tmp_path / "TRUSTEE")
 
 
 @pytest.fixture

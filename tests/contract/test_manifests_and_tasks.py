@@ -93,12 +93,14 @@ def test_requests_refuse_unknown_fields_and_out_of_range_settings():
         TaskRequest(task_key="k", difficulty={**make_task().difficulty.model_dump(), "user_persona": 3})
 
 
-def test_an_aborted_response_must_say_why_and_rewards_are_ternary():
+def test_an_aborted_response_must_say_why_and_rewards_stay_within_minus_one_and_one():
     with pytest.raises(ValidationError, match="abort_cause"):
         ToolResponse(outcome="aborted")
     assert ToolResponse(outcome="aborted", abort_cause="timeout").reward is None
-    with pytest.raises(ValidationError):
-        ToolResponse(reward=0.5)
+    assert ToolResponse(reward=0.5).reward == 0.5  # the trustee mode keeps TRUSTEE's fractional scores
+    for outside in (1.5, -1.01, float("nan")):
+        with pytest.raises(ValidationError):
+            ToolResponse(reward=outside)
 
 
 def test_library_in_trustee_format_loads_and_bad_files_say_where(tmp_path):

@@ -76,7 +76,8 @@ from toolcanary.contract.tasks import (
 
 # 1.1: train_metrics.csv gained the aborted_<cause> columns and Health its probe and checks; the trainer
 # refuses a simulator of another version before step 1.
-CONTRACT_VERSION = "1.1"
+# 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores).
+CONTRACT_VERSION = "1.2"
 
 __all__ = [
     "ABORT_CAUSES",

@@ -7,14 +7,16 @@ episode from the loss instead of inventing a score.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolcanary.contract.chat import Message, ToolCall
 from toolcanary.contract.tasks import DifficultySettings, SimulatedTask
 
-Reward = Literal[-1, 0, 1]
+# A role's score: -1, 0 or 1 from the scripted backend and the toolcanary mode; the trustee mode keeps what
+# TRUSTEE keeps, any number the model wrote clamped into [-1, 1] (a verifier's 0.5 stays 0.5).
+Reward = Annotated[float, Field(ge=-1, le=1)]
 Role = Literal["task", "tool", "user", "verify"]
 # Why a role call gave up. The simulator reports the first four (its model timed out, answered unreadably,
 # answered out of range, or its upstream failed). The trainer's client adds the last three for calls the

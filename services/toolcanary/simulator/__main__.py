@@ -28,6 +28,7 @@ EPILOG = """examples:
 SERVE_EPILOG = """examples:
   python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
   python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
+  python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://127.0.0.1:8000
   TOOLCANARY_SIMULATOR_TOKEN=secret python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
 """
 VALIDATE_EPILOG = """examples:
@@ -48,15 +49,18 @@ def _parser() -> argparse.ArgumentParser:
     verbs = parser.add_subparsers(dest="verb", required=True)
     serve = verbs.add_parser("serve", help="run the HTTP service", epilog=SERVE_EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name, kind in [("host", str), ("port", int), ("backend", str), ("run", str), ("runs_dir", Path),
-                       ("library", Path), ("seed", int), ("no_call_fraction", float), ("max_body_bytes", int),
-                       ("model", str), ("timeout_s", float), ("retries", int), ("backoff_s", float),
-                       ("max_tokens", int), ("max_tokens_task", int), ("temperature", float),
-                       ("health_timeout_s", float), ("health_cache_s", float), ("task_cache_size", int),
-                       ("log_level", str)]:
-        extra = {"choices": ["scripted", "llm"]} if name == "backend" else {}
+    choices = {"backend": ["scripted", "llm"], "mode": ["trustee", "toolcanary"], "backoff": ["fixed", "exponential"]}
+    for name, kind in [("host", str), ("port", int), ("backend", str), ("mode", str), ("trustee_dir", Path),
+                       ("run", str), ("runs_dir", Path), ("library", Path), ("seed", int), ("no_call_fraction", float),
+                       ("max_body_bytes", int), ("model", str), ("timeout_s", float), ("retries", int),
+                       ("backoff", str), ("backoff_s", float), ("retries_task", int), ("timeout_s_task", float),
+                       ("backoff_s_task", float), ("max_tokens", int), ("max_tokens_task", int),
+                       ("temperature", str), ("frequency_penalty", str), ("health_timeout_s", float),
+                       ("health_cache_s", float), ("task_cache_size", int), ("log_level", str)]:
+        default = fields[name].default
+        shown = "" if default is None else f" (default: {default})"
         serve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                           help=f"{fields[name].description} (default: {fields[name].default})", **extra)
+                           help=f"{fields[name].description}{shown}", choices=choices.get(name))
     serve.add_argument("--upstream", dest="upstreams", action="extend", nargs="+", default=None, metavar="URL",
                        help="OpenAI-compatible base URL(s); several after one flag or the flag repeated (llm backend)")
     check = verbs.add_parser("validate", help="check a library and that gold trajectories earn reward 1",

@@ -115,5 +115,5 @@ class SimulatorService:
         m.inc("tokens_total", response.completion_tokens, role=role, kind="completion")
         reward = getattr(response, "reward", None)
         if reward is not None:
-            m.inc("rewards_total", role=role, reward=str(reward))
+            m.inc("rewards_total", role=role, reward=f"{float(reward):g}")
         m.observe_latency(role, response.latency_s)

@@ -4,6 +4,12 @@ Precedence: CLI flag > environment variable > default here. Each field `name` re
 `TOOLCANARY_SIMULATOR_<NAME>` (the runs root is shared by all services: `TOOLCANARY_RUNS_DIR`); the CLI flag is
 `--<name with dashes>`. Lists (`upstreams`) are comma-separated in the environment.
 
+`mode` picks whose behaviour the llm backend plays. `trustee` (the GPU recipe's): TRUSTEE's prompt templates and
+ToolBench library read from the checkout at `trustee_dir`, its sampling (no temperature sent, frequency penalty
+0.1), its attempts (3 per role with a fixed 0.5 s pause; the task author 2 within 60 s) and its tolerant reading of
+answers. `toolcanary`: the project's own prompts and library, with the choices docs/simulator.md justifies. The
+fields marked "mode default" take the mode's value unless set; "none" in the environment means "not sent".
+
     settings = SimulatorSettings.from_env(run="demo", backend="scripted")
 """
 
@@ -11,9 +17,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from toolcanary.contract import ContractError
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
@@ -21,6 +27,14 @@ from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
 REPO_ROOT = Path(__file__).resolve().parents[3]
 ENV_PREFIX = "TOOLCANARY_SIMULATOR_"
 RUNS_DIR_ENV = "TOOLCANARY_RUNS_DIR"
+Mode = Literal["trustee", "toolcanary"]
+# What each mode puts in the fields left unset. TRUSTEE's values: trustee_reference.yaml in the GPU recipe.
+MODE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "trustee": {"temperature": None, "frequency_penalty": 0.1, "retries": 2, "backoff": "fixed",
+                "retries_task": 1, "timeout_s_task": 60.0, "backoff_s_task": 1.0},
+    # The task author's attempts, timeout and pause follow the role calls' (unset: None).
+    "toolcanary": {"temperature": 0.7, "frequency_penalty": None, "retries": 3, "backoff": "exponential"},
+}
 
 
 class SimulatorSettings(BaseModel):
@@ -29,10 +43,15 @@ class SimulatorSettings(BaseModel):
     host: str = Field("127.0.0.1", description="interface to listen on (0.0.0.0 inside a container)")
     port: int = Field(8300, ge=1, le=65535, description="TCP port")
     backend: Literal["scripted", "llm"] = Field("scripted", description="who plays the four roles")
+    mode: Mode = Field("toolcanary", description="whose prompts, library and call rules the llm backend plays: "
+                                                 "trustee (TRUSTEE's, from trustee_dir) or toolcanary (ours)")
+    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at the pinned commit (mode trustee)")
     run: str = Field("default", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$",
                      description="run id: records go to <runs_dir>/<run>/simulator/")
     runs_dir: Path = Field(REPO_ROOT / "volumes" / "runs", description="root of all run folders")
-    library: Path = Field(DEFAULT_LIBRARY_PATH, description="tool library JSON in TRUSTEE's format")
+    library: Path | None = Field(None, description="tool library JSON in TRUSTEE's format (mode default: "
+                                                   "trustee: the checkout's toolbench_tools.json, toolcanary: the "
+                                                   "packaged default_library.json)")
     seed: int = Field(0, description="seed of the scripted backend (tasks, arguments, results)")
     no_call_fraction: float = Field(0.0, ge=0.0, le=1.0,
                                     description="share of task keys made abstention tasks (no offered tool serves)")
@@ -42,11 +61,26 @@ class SimulatorSettings(BaseModel):
     upstream_api_key: str | None = Field(None, description="API key sent to the upstreams, if they need one")
     model: str = Field("Qwen3-8B", description="served model name at the upstreams")
     timeout_s: float = Field(120.0, gt=0, description="per-attempt timeout of one upstream call")
-    retries: int = Field(3, ge=0, le=10, description="extra attempts after a failed upstream call")
-    backoff_s: float = Field(0.5, ge=0, description="first retry delay; doubles per attempt")
+    retries: int | None = Field(None, ge=0, le=10, description="extra attempts after a failed tool, user or "
+                                                               "verifier call (mode default: trustee 2, toolcanary 3)")
+    backoff: Literal["fixed", "exponential"] | None = Field(
+        None, description="retry delay: fixed at backoff_s, or doubling from it with jitter (mode default: trustee "
+                          "fixed, toolcanary exponential)")
+    backoff_s: float = Field(0.5, ge=0, description="(first) retry delay of a role call, seconds")
+    retries_task: int | None = Field(None, ge=0, le=10, description="extra attempts of a task-author call (mode "
+                                                                    "default: trustee 1, toolcanary: retries)")
+    timeout_s_task: float | None = Field(None, gt=0, description="per-attempt timeout of a task-author call (mode "
+                                                                 "default: trustee 60, toolcanary: timeout_s)")
+    backoff_s_task: float | None = Field(None, ge=0, description="retry delay of a task-author call (mode default: "
+                                                                 "trustee 1, toolcanary: backoff_s)")
     max_tokens: int = Field(2048, ge=16, description="completion budget of a tool, user or verifier call")
     max_tokens_task: int = Field(8192, ge=16, description="completion budget of a task-author call")
-    temperature: float = Field(0.7, ge=0, le=2, description="sampling temperature at the upstream")
+    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature sent to the upstream; "
+                                                                    "none: not sent, the server's default applies "
+                                                                    "(mode default: trustee none, toolcanary 0.7)")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty sent with every role "
+                                                                           "call (mode default: trustee 0.1, "
+                                                                           "toolcanary none: not sent)")
     enable_thinking: bool = Field(True, description="ask Qwen3 upstreams to think before answering")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of the probe /health sends each upstream "
                                                            "(llm backend); below the container health check's 5 s")
@@ -55,6 +89,44 @@ class SimulatorSettings(BaseModel):
     task_cache_size: int = Field(256, ge=1, description="answered tasks kept in memory; older ones are read back "
                                                         "from an on-disk index, so memory stays flat over a run")
     log_level: str = Field("info", description="logging level")
+
+    @field_validator("temperature", "frequency_penalty", mode="before")
+    @classmethod
+    def _none_means_not_sent(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() in {"none", "null"} else value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_defaults(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            mode = data.get("mode") or "toolcanary"
+            for name, value in MODE_DEFAULTS.get(mode, {}).items():
+                data.setdefault(name, value)
+        return data
+
+    @model_validator(mode="after")
+    def _mode_fits(self) -> SimulatorSettings:
+        if self.mode == "trustee":
+            if self.trustee_dir is None:
+                raise ValueError("mode trustee reads TRUSTEE's prompts and library from a checkout: set trustee_dir "
+                                 "(TOOLCANARY_SIMULATOR_TRUSTEE_DIR, or TRUSTEE_DIR in .env for the stack)")
+            if self.backend != "llm":
+                raise ValueError("mode trustee plays TRUSTEE's prompts, so it needs backend llm; the scripted "
+                                 "backend runs in mode toolcanary")
+            if self.no_call_fraction > 0:
+                raise ValueError("mode trustee has no abstention tasks (TRUSTEE has none); no_call_fraction must be "
+                                 "0, or use mode toolcanary")
+        self.retries_task = self.retries if self.retries_task is None else self.retries_task
+        self.timeout_s_task = self.timeout_s if self.timeout_s_task is None else self.timeout_s_task
+        self.backoff_s_task = self.backoff_s if self.backoff_s_task is None else self.backoff_s_task
+        if self.library is None:
+            self.library = self.trustee_library() if self.mode == "trustee" else DEFAULT_LIBRARY_PATH
+        return self
+
+    def trustee_library(self) -> Path:
+        from toolcanary.contract.trustee_checkout import TrusteeCheckout
+
+        return TrusteeCheckout.open(self.trustee_dir).library_path
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> SimulatorSettings:
@@ -76,7 +148,7 @@ class SimulatorSettings(BaseModel):
             return cls(**values)
         except ValidationError as err:
             first = err.errors()[0]
-            field = str(first["loc"][0]) if first["loc"] else "?"
+            field = str(first["loc"][0]) if first["loc"] else "mode"
             raise ContractError(
                 f"setting {field} (--{field.replace('_', '-')} or {ENV_PREFIX}{field.upper()})",
                 first["msg"], repr(first.get("input"))[:200], "Fix the flag or the environment variable.",

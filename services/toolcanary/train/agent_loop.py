@@ -3,15 +3,29 @@
 Registered with verl as `toolcanary_simulated`. Token in, token out: the prompt is rendered once with the
 task's own tools, policy tokens are appended as generated (mask 1) and tool/user replies are appended as
 rendered deltas (mask 0) through verl's Continuous Token builder; the history is never re-rendered.
-Reward: the verifier's, forced to -1 when the task expected a call and the policy made none. A simulator
-failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out of the
-loss and the group statistics); the trainers count the causes, and stop the run on a refused token.
+A simulator failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out
+of the loss and the group statistics); the trainers count the causes, and stop the run on a refused token. A
+task whose prompt is longer than the prompt budget is dropped the same way (`too_large`), as TRUSTEE's
+curriculum drops it, where verl would cut it silently.
+
+Two modes (`mode`), each the whole rule set of an episode:
+- `trustee` (the GPU recipe's): TRUSTEE's agent loop. Its system prompts, read from the checkout at
+  `trustee_dir`; a turn limit stops the episode only when a count goes over it, checked after
+  each generation, and the generation that goes over is trained on but never shown to the roles; the roles see
+  the whole conversation, system prompt first, the policy's text as written; the verifier still runs after an
+  abort, and the reward is the verifier's, -1 for every episode without a tool-call turn, aborted ones kept at
+  that reward (TRUSTEE's curriculum mean counts them so).
+- `toolcanary`: the project's own rules. A limit stops the episode when a count reaches it, before acting; the
+  roles see the conversation after the system prompt; an aborted episode scores 0 and is not verified; -1 for
+  no call only where the task expected one (abstention tasks exist here).
 
 verl builds one instance per sample; options arrive as keyword arguments from agent_loops.yaml:
 
     - name: toolcanary_simulated
       _target_: toolcanary.train.agent_loop.SimulatedEpisodeLoop
       simulator_url: http://simulator:8300
+      mode: trustee
+      trustee_dir: /trustee
 """
 
 from __future__ import annotations
@@ -29,6 +43,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from toolcanary.contract.chat import Message
 from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
+from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeRecord, EpisodeSpec
 from toolcanary.train.metrics import append_line
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
@@ -59,30 +74,43 @@ class SimulatedEpisodeLoop(AgentLoopBase):
     def __init__(self, *args, simulator_url: str = "http://127.0.0.1:8300", max_turn_tokens: int = 1024,
                  max_parallel_calls: int = 3, max_tool_response_chars: int = 512, http_retries: int = 2,
                  max_in_flight: int = 64, timeouts: dict | None = None, episode_log_dir: str | None = None,
-                 **kwargs) -> None:
+                 mode: str = "toolcanary", trustee_dir: str | None = None, **kwargs) -> None:
         kwargs.pop("tools", None)
         kwargs.pop("name", None)
         super().__init__(*args, **kwargs)
+        self.prompt_length = self.rollout_config.prompt_length
         self.response_length = self.rollout_config.response_length
         self.max_turn_tokens = max_turn_tokens
         self.max_parallel_calls = max_parallel_calls
         self.max_tool_response_chars = max_tool_response_chars
         self.sim_options = (simulator_url, RoleTimeouts(**(timeouts or {})), http_retries, max_in_flight)
         self.episode_log = Path(episode_log_dir) if episode_log_dir else None
+        if mode not in ("trustee", "toolcanary"):
+            raise ValueError(f"agent loop mode: expected trustee or toolcanary, got {mode!r}")
+        if mode == "trustee" and not trustee_dir:
+            raise ValueError("agent loop mode trustee reads TRUSTEE's system prompts from a checkout: set "
+                             "trustee_dir (TOOLCANARY_TRAIN_TRUSTEE_DIR)")
+        self.trustee = TrusteeCheckout.open(trustee_dir) if mode == "trustee" else None
         stops = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
+
+    def system_prompt(self, level: int) -> str:
+        return self.trustee.system_prompt(level) if self.trustee else SYSTEM_PROMPTS[level]
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         spec = EpisodeSpec.model_validate(dict(kwargs["extra_info"]))
         if kwargs.get("session_id") is not None:  # verl's V1 manager spawns the n rollouts of one row
             spec = spec.model_copy(update={"episode_id": f"{spec.episode_id}-r{int(kwargs['session_id']):02d}"})
         sim = shared_client(*self.sim_options)
+        trustee = self.trustee is not None
         record = EpisodeRecord(step=spec.step, episode_id=spec.episode_id, task_key=spec.task_key,
                                group_index=spec.group_index, curriculum_level=spec.curriculum_level,
                                call_expected=spec.difficulty.call_expected, split=spec.split,
                                attempt=spec.attempt)
         started = time.monotonic()
-        messages: list[dict] = [{"role": "system", "content": SYSTEM_PROMPTS[spec.system_prompt_level]}]
+        messages: list[dict] = [{"role": "system", "content": self.system_prompt(spec.system_prompt_level)}]
+        # The policy's text as written, per assistant message index: what TRUSTEE's roles are shown.
+        written: dict[int, str] = {}
         got = await sim.task(TaskRequest(task_key=spec.task_key, difficulty=spec.difficulty, step=spec.step,
                                          episode_id=spec.episode_id))
         record.simulator_tokens += got.prompt_tokens + got.completion_tokens
@@ -94,8 +122,18 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         record.task_id, record.call_expected = task.task_id, task.call_expected
         messages.append({"role": "user", "content": task.first_user_query})
         tools = [tool.model_dump(mode="json") for tool in task.tools]
-        prompt_ids = await self.ct_build_initial_tokens(messages, tools=tools)
+        # Built here rather than by ct_build_initial_tokens, which would cut an over-long prompt silently.
+        prompt_ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(messages, tools=tools))
+        if len(prompt_ids) > self.prompt_length:
+            record.abort("task", "too_large", f"the task's prompt is {len(prompt_ids)} tokens, over the "
+                         f"{self.prompt_length}-token prompt budget (TRUSTEE drops such tasks)")
+            return self._output(prompt_ids[-self.prompt_length:], [self.tokenizer.eos_token_id], [0], None, record,
+                                started)
         runtime, mask, logprobs = list(prompt_ids), [], []
+
+        def history() -> list:
+            return _history(messages, written if trustee else None)
 
         while True:
             budget = self.response_length - len(mask)
@@ -112,67 +150,86 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             runtime = merged.token_ids
             record.assistant_turns += 1
             parsed = parse_assistant_text(self._decode(out.token_ids))
-            messages.append(_assistant_message(parsed))
             if parsed.attempted_call:
                 record.tool_call_turns += 1
             else:
                 record.response_turns += 1
-            if len(mask) >= self.response_length:
-                record.stop_reason = "response_length"
-                break
-            if record.assistant_turns >= spec.max_assistant_turns:
-                record.stop_reason = "assistant_turns"
-                break
-            if parsed.attempted_call:
-                if record.tool_turns >= spec.max_tool_turns:
-                    record.stop_reason = "tool_turns"
+            if trustee:
+                # Checked before the generation joins the history: the one that goes over is trained on
+                # (mask 1) but never acted on or shown to the verifier.
+                record.stop_reason = _over_a_limit(record, spec, len(mask), self.response_length)
+                if record.stop_reason is not None:
                     break
-                appended = await run_tool_turn(sim, task, _history(messages), parsed, record, spec,
-                                               self.max_parallel_calls, self.max_tool_response_chars)
+                written[len(messages)] = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
+            messages.append(_assistant_message(parsed))
+            if not trustee:
+                record.stop_reason = _at_a_limit(record, spec, len(mask), self.response_length,
+                                                 parsed.attempted_call)
+                if record.stop_reason is not None:
+                    break
+            if parsed.attempted_call:
+                if trustee:
+                    record.tool_turns += 1
+                appended = await run_tool_turn(sim, task, history(), parsed, record, spec, self.max_parallel_calls,
+                                               self.max_tool_response_chars, trustee=trustee)
                 if appended is None:
                     break
-                record.tool_turns += 1
+                if not trustee:
+                    record.tool_turns += 1
             else:
-                if record.user_turns >= spec.max_user_turns:
-                    record.stop_reason = "user_turns"
-                    break
-                answer = await sim.user(UserRequest(task=task, history=_history(messages), step=spec.step,
+                answer = await sim.user(UserRequest(task=task, history=history(), step=spec.step,
                                                     episode_id=spec.episode_id))
                 record.simulator_tokens += answer.prompt_tokens + answer.completion_tokens
+                if trustee:
+                    record.user_turns += 1
                 if answer.outcome == "aborted":
                     record.abort("user", answer.abort_cause, answer.abort_detail)
                     break
                 if answer.reward is not None:
                     record.user_rewards.append(float(answer.reward))
-                if answer.done or not answer.reply.strip():
+                ended = answer.done or (answer.reply == "" if trustee else not answer.reply.strip())
+                if ended and not trustee:
                     record.stop_reason = "user_terminated"
                     break
-                record.user_turns += 1
+                if not trustee:
+                    record.user_turns += 1
                 appended = [{"role": "user", "content": answer.reply}]
+                if ended:  # TRUSTEE appends the empty reply, then ends
+                    record.stop_reason = "user_terminated"
             previous = list(messages)
             messages.extend(appended)
             merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask, logprobs,
                                                                      tools=tools)
             runtime = merged.token_ids
+            if record.stop_reason == "user_terminated":
+                break
             if len(mask) >= self.response_length:
                 record.stop_reason = "response_length"
                 break
 
-        if record.outcome == "ok":
-            verdict = await sim.verify(VerifyRequest(task=task, trajectory=_history(messages), step=spec.step,
-                                                     episode_id=spec.episode_id, num_criteria=spec.num_criteria))
-            record.simulator_tokens += verdict.prompt_tokens + verdict.completion_tokens
-            if verdict.outcome == "aborted" or verdict.reward is None:
-                record.abort("verify", verdict.abort_cause, verdict.abort_detail or "no reward in the verdict")
-            else:
-                record.verifier_reward = verdict.reward
-                record.reward = float(verdict.reward)
-                if task.call_expected and record.tool_call_turns == 0:
-                    record.reward, record.no_call_penalty = -1.0, True
+        if record.outcome == "ok" or (trustee and record.abort_cause != "auth"):
+            await self._verify(sim, task, history(), spec, record)
+        if trustee and record.tool_call_turns == 0:
+            record.reward, record.no_call_penalty = -1.0, True
         record.num_turns = len(messages) - 1
         record.transcript = messages[1:]
         response = runtime[len(prompt_ids):]
         return self._output(prompt_ids, response, mask, logprobs, record, started)
+
+    async def _verify(self, sim: SimulatorClient, task, trajectory: list, spec: EpisodeSpec,
+                      record: EpisodeRecord) -> None:
+        """Score the episode; an episode already aborted keeps its first cause (TRUSTEE verifies it anyway)."""
+        verdict = await sim.verify(VerifyRequest(task=task, trajectory=trajectory, step=spec.step,
+                                                 episode_id=spec.episode_id, num_criteria=spec.num_criteria))
+        record.simulator_tokens += verdict.prompt_tokens + verdict.completion_tokens
+        if verdict.outcome == "aborted" or verdict.reward is None:
+            if record.outcome == "ok":
+                record.abort("verify", verdict.abort_cause, verdict.abort_detail or "no reward in the verdict")
+            return
+        record.verifier_reward = verdict.reward
+        record.reward = float(verdict.reward)
+        if self.trustee is None and task.call_expected and record.tool_call_turns == 0:
+            record.reward, record.no_call_penalty = -1.0, True
 
     def _decode(self, token_ids: list[int]) -> str:
         ids = list(token_ids)
@@ -183,7 +240,8 @@ class SimulatedEpisodeLoop(AgentLoopBase):
     def _output(self, prompt_ids, response_ids, mask, logprobs, record: EpisodeRecord, started: float):
         if record.outcome == "aborted":
             mask = [0] * len(mask)
-            record.reward = 0.0
+            if self.trustee is None:
+                record.reward = 0.0
         record.response_length = len(response_ids)
         record.policy_tokens = sum(mask)
         record.seconds = round(time.monotonic() - started, 4)
@@ -210,6 +268,40 @@ def _assistant_message(parsed) -> dict:
     return message
 
 
-def _history(messages: list[dict]) -> list:
-    """The conversation in contract shapes, for the simulator (the system prompt stays with the policy)."""
-    return _MESSAGES.validate_python(messages[1:])
+def _at_a_limit(record: EpisodeRecord, spec: EpisodeSpec, used: int, budget: int, calls: bool) -> str | None:
+    """The toolcanary rule, after a generation joined the history: stop when a count has reached its limit."""
+    if used >= budget:
+        return "response_length"
+    if record.assistant_turns >= spec.max_assistant_turns:
+        return "assistant_turns"
+    if calls and record.tool_turns >= spec.max_tool_turns:
+        return "tool_turns"
+    if not calls and record.user_turns >= spec.max_user_turns:
+        return "user_turns"
+    return None
+
+
+def _over_a_limit(record: EpisodeRecord, spec: EpisodeSpec, used: int, budget: int) -> str | None:
+    """TRUSTEE's rule, in its order, after each generation: stop when a count has gone over its limit (0: none)."""
+    if used >= budget:
+        return "response_length"
+    for reason, count, limit in (("assistant_turns", record.assistant_turns, spec.max_assistant_turns),
+                                 ("user_turns", record.user_turns, spec.max_user_turns),
+                                 ("tool_turns", record.tool_turns, spec.max_tool_turns)):
+        if limit and count > limit:
+            return reason
+    return None
+
+
+def _history(messages: list[dict], written: dict[int, str] | None) -> list:
+    """The conversation in contract shapes, for the simulator.
+
+    toolcanary (`written` None): after the system prompt, which stays with the policy. trustee: all of it, each
+    assistant message carrying the policy's text as written (reasoning and call tags included).
+    """
+    if written is None:
+        return _MESSAGES.validate_python(messages[1:])
+    view = [{"role": "assistant", "content": written[i], **({"tool_calls": m["tool_calls"]} if "tool_calls" in m
+                                                            else {})} if i in written else m
+            for i, m in enumerate(messages)]
+    return _MESSAGES.validate_python(view)

@@ -189,7 +189,8 @@ def _loop_options(settings: TrainSettings) -> dict:
     return {
         "max_turn_tokens": settings.max_turn_tokens, "max_parallel_calls": settings.max_parallel_calls,
         "max_tool_response_chars": settings.max_tool_response_chars, "http_retries": settings.http_retries,
-        "max_in_flight": settings.max_in_flight,
+        "max_in_flight": settings.max_in_flight, "mode": settings.mode,
+        "trustee_dir": str(settings.trustee_dir) if settings.trustee_dir else None,
         "timeouts": {"task": settings.task_timeout_s, "tool": settings.tool_timeout_s,
                      "user": settings.user_timeout_s, "verify": settings.verify_timeout_s},
     }

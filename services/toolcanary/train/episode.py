@@ -73,7 +73,7 @@ class EpisodeRecord(BaseModel):
     abort_detail: str | None = None
     stop_reason: StopReason | None = None
     reward: float = 0.0
-    verifier_reward: int | None = None
+    verifier_reward: float | None = None
     no_call_penalty: bool = False
     assistant_turns: int = 0
     tool_call_turns: int = 0
@@ -98,9 +98,17 @@ class EpisodeRecord(BaseModel):
 
 
 def truncate_middle(text: str, limit: int) -> str:
-    """Keep the head and tail of an over-long tool result, as TRUSTEE's middle truncation does."""
+    """Keep the head and tail of an over-long tool result, `limit` characters in all, the marker included."""
     if len(text) <= limit:
         return text
     marker = "\n...(truncated)...\n"
     keep = max(0, limit - len(marker))
     return text[: keep // 2] + marker + text[len(text) - (keep - keep // 2):]
+
+
+def truncate_middle_trustee(text: str, limit: int) -> str:
+    """TRUSTEE's middle cut: half the limit from each end around its marker, so the result exceeds `limit`."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return text[:half] + "...(truncated)..." + text[len(text) - half:]

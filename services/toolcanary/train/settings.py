@@ -57,6 +57,11 @@ class TrainSettings:
     max_tools: int = field(default=1, metadata={"help": "cap on tools per task; tool schemas dominate CPU cost"})
     max_parallel_calls: int = 3
     max_tool_response_chars: int = 512
+    mode: str = field(default="toolcanary", metadata={
+        "help": "the agent loop's rules: toolcanary (the project's, for the CPU run) or trustee (TRUSTEE's "
+                "agent loop and system prompts, from trustee_dir; the GPU recipe's default)"})
+    trustee_dir: Path | None = field(default=None, metadata={
+        "help": "a TRUSTEE checkout at the pinned commit (mode trustee)"})
     # Curriculum (TRUSTEE's values).
     level_initial: int = 1
     epsilon: float = 0.5
@@ -112,6 +117,11 @@ class TrainSettings:
             raise ContractError("--max-aborted-frac", "a share in [0, 1)", repr(self.max_aborted_frac))
         if self.max_aborted_steps < 1:
             raise ContractError("--max-aborted-steps", "a positive integer", repr(self.max_aborted_steps))
+        if self.mode not in ("toolcanary", "trustee"):
+            raise ContractError("--mode", "toolcanary or trustee", repr(self.mode))
+        if self.mode == "trustee" and self.trustee_dir is None:
+            raise ContractError("--mode trustee", "a TRUSTEE checkout (--trustee-dir or TOOLCANARY_TRAIN_TRUSTEE_DIR)",
+                                "none", "Clone TRUSTEE at the pinned commit (recipes/trustee-qwen3-4b/README.md)")
         if self.simulator_wait_s < 0:
             raise ContractError("--simulator-wait-s", "seconds >= 0", repr(self.simulator_wait_s))
         for name in ("checkpoints_dir", "results_dir", "runs_dir"):

@@ -1,9 +1,12 @@
 """One tool turn of an episode: answer every call of a policy turn, concurrently, as tool messages.
 
-Malformed calls and calls to a tool the task does not offer are answered locally with an error and a
-tool reward of -1 (no simulator call), as TRUSTEE does; the rest go to the simulator's tool role in
-parallel. Only the first `max_parallel_calls` calls of a turn are answered (verl's rule); the rest are
-counted as dropped. A tool role that gives up aborts the episode.
+Calls to a tool the task does not offer are answered locally with an error and a tool reward of -1 (no
+simulator call), as TRUSTEE does; the rest go to the simulator's tool role in parallel. Only the first
+`max_parallel_calls` calls of a turn are answered (verl's rule); the rest are counted as dropped. A tool role
+that gives up aborts the episode. Calls that do not parse: the toolcanary mode answers each with an error and
+reward -1; the trustee mode, as TRUSTEE, drops them beside parsed calls and answers a turn with none parsed by
+one error message, reward -1. Over-long results keep their head and tail (`truncate_middle`, TRUSTEE's cut in
+the trustee mode).
 """
 
 from __future__ import annotations
@@ -14,18 +17,30 @@ from toolcanary.contract.chat import ToolCall
 from toolcanary.contract.hermes import ParsedTurn
 from toolcanary.contract.simulator_api import ToolRequest, ToolResponse
 from toolcanary.contract.tasks import SimulatedTask
-from toolcanary.train.episode import EpisodeRecord, EpisodeSpec, truncate_middle
+from toolcanary.train.episode import EpisodeRecord, EpisodeSpec, truncate_middle, truncate_middle_trustee
+
+UNPARSED = "Error: Tool call is malformed or could not be parsed"
 from toolcanary.train.simulator_client import SimulatorClient
 
 
 async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list, parsed: ParsedTurn,
                         record: EpisodeRecord, spec: EpisodeSpec, max_parallel_calls: int,
-                        max_chars: int) -> list[dict] | None:
+                        max_chars: int, trustee: bool = False) -> list[dict] | None:
     """The tool messages to append, or None when the episode was aborted (`record` says why)."""
-    attempts: list[ToolCall | str] = [*parsed.tool_calls, *(f"malformed tool call ({m.error})" for m in parsed.malformed)]
-    record.calls += len(attempts)
-    record.dropped_calls += max(0, len(attempts) - max_parallel_calls)
-    attempts = attempts[:max_parallel_calls]
+    malformed = [f"malformed tool call ({m.error})" for m in parsed.malformed]
+    record.calls += len(parsed.tool_calls) + len(malformed)
+    if trustee:
+        record.invalid_calls += len(malformed)
+        record.dropped_calls += max(0, len(parsed.tool_calls) - max_parallel_calls)
+        if not parsed.tool_calls:
+            record.tool_rewards.append(-1.0)
+            return [{"role": "tool", "content": UNPARSED}]
+        attempts: list[ToolCall | str] = list(parsed.tool_calls[:max_parallel_calls])
+    else:
+        attempts = [*parsed.tool_calls, *malformed]
+        record.dropped_calls += max(0, len(attempts) - max_parallel_calls)
+        attempts = attempts[:max_parallel_calls]
+    cut = truncate_middle_trustee if trustee else truncate_middle
 
     async def answer(attempt: ToolCall | str) -> tuple[str | None, ToolResponse]:
         if isinstance(attempt, str):
@@ -33,8 +48,9 @@ async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list
         name = attempt.function.name
         if task.tool(name) is None:
             offered = ", ".join(t.name for t in task.tools)
-            return name, ToolResponse(result=f"Error: tool '{name}' not found. Available tools: {offered}.",
-                                      is_error=True, reward=-1)
+            text = (f"Error: Tool {name} not found" if trustee
+                    else f"Error: tool '{name}' not found. Available tools: {offered}.")
+            return name, ToolResponse(result=text, is_error=True, reward=-1)
         response = await sim.tool(ToolRequest(task=task, history=history, call=attempt, step=spec.step,
                                               episode_id=spec.episode_id))
         return name, response
@@ -50,7 +66,7 @@ async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list
             record.invalid_calls += 1
         if response.reward is not None:
             rewards.append(float(response.reward))
-        message = {"role": "tool", "content": truncate_middle(response.result, max_chars)}
+        message = {"role": "tool", "content": cut(response.result, max_chars)}
         if name is not None:
             message["name"] = name
         if isinstance(attempt, ToolCall) and attempt.id:

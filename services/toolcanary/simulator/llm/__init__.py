@@ -1,12 +1,18 @@
 """The llm backend: each role is one prompt to an OpenAI-compatible upstream, read back as validated JSON.
 
     python -m toolcanary.simulator serve --backend llm --run r1 --upstream http://vllm-a:8000 --upstream http://vllm-b:8000
+    python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://vllm:8000
 
-Every call is tried `1 + retries` times with exponential backoff; an attempt fails on a timeout, an upstream
-error, unreadable JSON (`parse`) or JSON that does not fit the role (`validation`). After the last attempt the
-response is `aborted` with the last cause and no reward. Decisions that need no model are made locally and
-exactly: a call to a tool the task does not offer or with arguments its schema rejects (tool reward -1), any call
-on an abstention task (verifier -1), and no call at all on a task that needs one (verifier -1).
+Every call is tried `1 + retries` times (the task author `1 + retries_task`), with a fixed or doubling pause; an
+attempt fails on a timeout, an upstream error, unreadable JSON (`parse`) or JSON that does not fit the role
+(`validation`). After the last attempt the response is `aborted` with the last cause and no reward.
+
+The mode decides the prompts and what is decided without a model. `toolcanary`: the project's prompts
+(`prompts`); a call to a tool the task does not offer or with arguments its schema rejects gets tool reward -1,
+any call on an abstention task and no call on a task that needs one get verifier -1, all locally and exactly.
+`trustee`: TRUSTEE's templates (`prompts_trustee`) and its rules: only the tool's name is checked, the tool role
+judges the arguments (ToolBench's own defaults, such as "500" for a number, reach it); the verifier is always
+asked (the trainer applies TRUSTEE's no-call penalty); answers are read as TRUSTEE reads them.
 """
 
 from __future__ import annotations
@@ -33,9 +39,19 @@ from toolcanary.contract import (
 )
 from toolcanary.simulator.backend import RoleOutput
 from toolcanary.simulator.library_index import LibraryIndex
-from toolcanary.simulator.llm import prompts
-from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object
-from toolcanary.simulator.llm.outputs import AuthorOutput, ToolOutput, UserOutput, VerifierOutput
+from toolcanary.contract.trustee_checkout import TrusteeCheckout
+from toolcanary.simulator.llm import prompts, prompts_trustee
+from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object, read_trustee_json
+from toolcanary.simulator.llm.outputs import (
+    AuthorOutput,
+    ToolOutput,
+    TrusteeAuthorOutput,
+    TrusteeToolOutput,
+    TrusteeUserOutput,
+    TrusteeVerifierOutput,
+    UserOutput,
+    VerifierOutput,
+)
 from toolcanary.simulator.llm.upstream import UpstreamError, UpstreamPool
 from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.scripted.author import task_id_for
@@ -71,28 +87,35 @@ class LlmBackend:
     def __init__(self, settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> None:
         self.settings, self.index = settings, index
         self.pool = UpstreamPool(settings, metrics)
+        self.trustee = TrusteeCheckout.open(settings.trustee_dir) if settings.mode == "trustee" else None
+        self.read_json = read_trustee_json if self.trustee else read_json_object
 
     async def unavailable(self) -> list[dict[str, str]]:
         return await self.pool.unavailable()
 
-    async def _ask(self, role: str, prompt: str, max_tokens: int, read: Callable[[dict], T]) -> tuple[T | None,
-                                                                                                       _Attempts]:
-        attempts = _Attempts()
-        for attempt in range(self.settings.retries + 1):
+    async def _ask(self, role: str, messages: list[dict], max_tokens: int, read: Callable[[dict], T]) -> tuple[
+            T | None, _Attempts]:
+        settings, attempts = self.settings, _Attempts()
+        author = role == "task"
+        tries = 1 + (settings.retries_task if author else settings.retries)
+        timeout_s = settings.timeout_s_task if author else settings.timeout_s
+        pause_s = settings.backoff_s_task if author else settings.backoff_s
+        for attempt in range(tries):
             if attempt:
                 attempts.retries += 1
-                await asyncio.sleep(self.settings.backoff_s * 2 ** (attempt - 1) * (1 + random.random() / 2))
+                exponential = settings.backoff == "exponential"
+                await asyncio.sleep(pause_s * 2 ** (attempt - 1) * (1 + random.random() / 2) if exponential else pause_s)
             try:
-                completion = await self.pool.complete(prompt, max_tokens)
+                completion = await self.pool.complete(messages, max_tokens, timeout_s)
             except UpstreamError as err:
                 attempts.cause, attempts.detail = err.cause, err.detail
-                log.warning("%s attempt %d/%d: %s", role, attempt + 1, self.settings.retries + 1, err)
+                log.warning("%s attempt %d/%d: %s", role, attempt + 1, tries, err)
                 continue
             attempts.prompt_tokens += completion.prompt_tokens
             attempts.completion_tokens += completion.completion_tokens
             repaired = False
             try:
-                data, repaired = read_json_object(completion.text)
+                data, repaired = self.read_json(completion.text)
                 return read(data), attempts
             except OutputParseError as err:
                 attempts.cause, attempts.detail = "parse", str(err)
@@ -101,28 +124,33 @@ class LlmBackend:
                 attempts.cause = "parse" if repaired else "validation"
                 prefix = "truncated answer, incomplete after repair: " if repaired else ""
                 attempts.detail = prefix + str(err).replace("\n", " ")
-            log.warning("%s attempt %d/%d: %s: %s", role, attempt + 1, self.settings.retries + 1, attempts.cause,
-                        attempts.detail[:200])
+            log.warning("%s attempt %d/%d: %s: %s", role, attempt + 1, tries, attempts.cause, attempts.detail[:200])
         return None, attempts
 
     async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
         rng = rng_for("task", self.settings.seed, request.task_key)
         tools = self.index.sample_tools(request.difficulty.num_tools, rng)
         offered = {t.schema_.name for t in tools}
+        schemas = [t.schema_ for t in tools]
 
-        def read(data: dict) -> AuthorOutput:
+        def read(data: dict) -> AuthorOutput | TrusteeAuthorOutput:
+            if self.trustee:
+                return TrusteeAuthorOutput.model_validate(data)
             output = AuthorOutput.model_validate(data)
             output.check_against(offered, abstain)
             return output
 
-        prompt = prompts.task_author([t.schema_ for t in tools], request.difficulty, abstain)
-        output, attempts = await self._ask("task", prompt, self.settings.max_tokens_task, read)
+        if self.trustee:
+            messages = prompts_trustee.task_author(self.trustee, schemas, request.difficulty)
+        else:
+            messages = [{"role": "user", "content": prompts.task_author(schemas, request.difficulty, abstain)}]
+        output, attempts = await self._ask("task", messages, self.settings.max_tokens_task, read)
         if output is None:
             return attempts.aborted(TaskResponse)
         difficulty = request.difficulty.model_copy(update={"call_expected": not abstain})
         task = SimulatedTask(
             task_id=task_id_for(self.settings.seed, request.task_key), task_key=request.task_key,
-            category=tools[0].category, tools=[t.schema_ for t in tools],
+            category=tools[0].category, tools=schemas,
             expected_tool_calls=[ExpectedCall(name=n) for n in output.expected_tool_calls],
             user_intent=output.user_intent, user_persona=output.user_persona,
             first_user_query=output.first_user_query, difficulty=difficulty, call_expected=not abstain,
@@ -130,35 +158,56 @@ class LlmBackend:
         return attempts.ok(TaskResponse(task=task))
 
     async def tool(self, request: ToolRequest) -> RoleOutput:
-        error = validate_call(request.task, request.call)
-        if error is not None:
-            return RoleOutput(ToolResponse(result=error, is_error=True, reward=-1))
-        prompt = prompts.tool(request.task, request.history, request.call)
-        output, attempts = await self._ask("tool", prompt, self.settings.max_tokens, ToolOutput.model_validate)
+        task, call = request.task, request.call
+        if self.trustee:
+            if task.tool(call.function.name) is None:
+                return RoleOutput(ToolResponse(result=f"Error: Tool {call.function.name} not found", is_error=True,
+                                               reward=-1))
+            messages = prompts_trustee.tool(self.trustee, task, request.history, call)
+            reader = TrusteeToolOutput.model_validate
+        else:
+            error = validate_call(task, call)
+            if error is not None:
+                return RoleOutput(ToolResponse(result=error, is_error=True, reward=-1))
+            messages = [{"role": "user", "content": prompts.tool(task, request.history, call)}]
+            reader = ToolOutput.model_validate
+        output, attempts = await self._ask("tool", messages, self.settings.max_tokens, reader)
         if output is None:
             return attempts.aborted(ToolResponse)
-        reward = output.reward if request.task.call_expected else -1
+        reward = output.reward if task.call_expected else -1
         return attempts.ok(ToolResponse(result=output.result, is_error=output.is_error, reward=reward))
 
     async def user(self, request: UserRequest) -> RoleOutput:
-        prompt = prompts.user(request.task, request.history)
-        output, attempts = await self._ask("user", prompt, self.settings.max_tokens, UserOutput.model_validate)
+        if self.trustee:
+            messages = prompts_trustee.user(self.trustee, request.task, request.history)
+            reader = TrusteeUserOutput.model_validate
+        else:
+            messages = [{"role": "user", "content": prompts.user(request.task, request.history)}]
+            reader = UserOutput.model_validate
+        output, attempts = await self._ask("user", messages, self.settings.max_tokens, reader)
         if output is None:
             return attempts.aborted(UserResponse)
-        reply = output.response.strip()
-        return attempts.ok(UserResponse(reply=reply, reward=output.reward, done=not reply))
+        # TRUSTEE ends the episode only on an exactly empty reply; ours also on whitespace.
+        reply = output.response if self.trustee else output.response.strip()
+        return attempts.ok(UserResponse(reply=reply, reward=output.reward, done=reply == ""))
 
     async def verify(self, request: VerifyRequest) -> RoleOutput:
         task, trajectory = request.task, request.trajectory
-        prompt, criteria = prompts.verifier(task, trajectory, request.num_criteria)
-        called = bool(executed_calls(trajectory))
-        if not task.call_expected and called:
-            return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="A tool was called although "
-                                             "no offered tool serves the request."))
-        if task.call_expected and not called:
-            return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="The agent did not call any "
-                                             "tool."))
-        output, attempts = await self._ask("verify", prompt, self.settings.max_tokens, VerifierOutput.model_validate)
+        if self.trustee:
+            messages, criteria = prompts_trustee.verifier(self.trustee, task, trajectory, request.num_criteria)
+            reader = TrusteeVerifierOutput.model_validate
+        else:
+            prompt, criteria = prompts.verifier(task, trajectory, request.num_criteria)
+            called = bool(executed_calls(trajectory))
+            if not task.call_expected and called:
+                return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="A tool was called although "
+                                                 "no offered tool serves the request."))
+            if task.call_expected and not called:
+                return RoleOutput(VerifyResponse(reward=-1, criteria=criteria, reasoning="The agent did not call any "
+                                                 "tool."))
+            messages = [{"role": "user", "content": prompt}]
+            reader = VerifierOutput.model_validate
+        output, attempts = await self._ask("verify", messages, self.settings.max_tokens, reader)
         if output is None:
             return attempts.aborted(VerifyResponse)
         return attempts.ok(VerifyResponse(reward=output.reward, reasoning=output.reasoning, criteria=criteria))

@@ -4,6 +4,9 @@ Steps, in order: drop `<think>...</think>` blocks (text inside an unterminated o
 unwrap ```json fences; take the first balanced `{...}` (string-aware); if none parses, repair the tail of a
 truncated object (close the open string, drop a dangling key or comma, close brackets). Raises
 `OutputParseError` when nothing usable is left; never guesses values.
+
+`read_trustee_json` adds TRUSTEE's last resort for the trustee mode: when no complete object can be read, a
+`"reward": <-1..1>` anywhere in the text (its reasoning included) yields an object with that reward alone.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import re
 from typing import Any
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_REWARD_ONLY = re.compile(r'"reward"\s*:\s*(-?[01](?:\.\d+)?)')
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -77,11 +81,6 @@ def repair_truncated(fragment: str) -> str:
     return text + "".join(reversed(stack))
 
 
-def parse_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in `text`, repaired if truncated (see `read_json_object`)."""
-    return read_json_object(text)[0]
-
-
 def read_json_object(text: str) -> tuple[dict[str, Any], bool]:
     """The first JSON object in `text` and whether it had to be repaired (the answer was cut short).
 
@@ -113,4 +112,24 @@ def read_json_object(text: str) -> tuple[dict[str, Any], bool]:
             f"unreadable JSON ({err.msg} at position {err.pos}): {answer[start:start + 120]!r}") from err
     if not isinstance(value, dict):
         raise OutputParseError(f"expected a JSON object, got {type(value).__name__}")
+    return value, True
+
+
+def read_trustee_json(text: str) -> tuple[dict[str, Any], bool]:
+    """`read_json_object`, but a text with no complete object that names a reward gives `{"reward": r}`.
+
+    Raises:
+        OutputParseError: neither an object nor a reward could be read.
+    """
+    try:
+        value, repaired = read_json_object(text)
+    except OutputParseError:
+        value, repaired = None, True
+    if not repaired:
+        return value, False
+    found = _REWARD_ONLY.search(text or "")
+    if found and -1 <= float(found.group(1)) <= 1:
+        return {"reward": float(found.group(1))}, True
+    if value is None:
+        raise OutputParseError(f"no JSON object and no reward in the answer: {(text or '')[:120]!r}")
     return value, True

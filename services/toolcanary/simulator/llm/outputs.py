@@ -2,6 +2,10 @@
 
 Rewards must be -1, 0 or 1 (the strings "-1", "0", "1" are accepted; booleans and other numbers are not).
 A tool `result` given as an object or list is kept as its JSON text: tool results often are JSON.
+
+The `trustee` mode reads answers as TRUSTEE's simulator does (`Trustee*Output`): only the keys it needs
+(the verifier's `reasoning` is optional), any number as the reward, clamped to [-1, 1] and kept as a float (0.5
+stays 0.5), the tool result and user response as text whatever their JSON type.
 """
 
 from __future__ import annotations
@@ -91,3 +95,76 @@ class VerifierOutput(_Output):
     @classmethod
     def _check_reward(cls, value: Any) -> Any:
         return _reward(value)
+
+
+def _clamped(value: Any) -> float:
+    if isinstance(value, bool):  # float(True) is 1.0; TRUSTEE's float() would accept it, a score it is not
+        raise ValueError("reward must be a number, not a boolean")
+    return max(-1.0, min(1.0, float(value)))
+
+
+class TrusteeAuthorOutput(_Output):
+    """Only a non-blank first query is required; expected calls that are not a list become [] (unchecked)."""
+
+    expected_tool_calls: list[str] = Field(default_factory=list)
+    user_intent: str = ""
+    user_persona: str = ""
+    first_user_query: str = Field(min_length=1)
+
+    @field_validator("expected_tool_calls", mode="before")
+    @classmethod
+    def _names(cls, value: Any) -> list[str]:
+        if not isinstance(value, list):
+            return []
+        return [str(v.get("name")) if isinstance(v, dict) else str(v) for v in value]
+
+    @field_validator("user_intent", "user_persona", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return "" if value is None else str(value)
+
+    @field_validator("first_user_query", mode="before")
+    @classmethod
+    def _stripped(cls, value: Any) -> Any:
+        return value.strip() if isinstance(value, str) else value
+
+
+class TrusteeToolOutput(_Output):
+    result: str
+    reward: float
+    is_error: bool = False
+
+    @field_validator("result", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> float:
+        return _clamped(value)
+
+
+class TrusteeUserOutput(_Output):
+    response: str
+    reward: float
+
+    @field_validator("response", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return str(value)
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> float:
+        return _clamped(value)
+
+
+class TrusteeVerifierOutput(_Output):
+    reward: float
+    reasoning: str = ""
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _check_reward(cls, value: Any) -> float:
+        return _clamped(value)

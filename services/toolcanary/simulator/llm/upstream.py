@@ -75,7 +75,8 @@ class UpstreamPool:
         # Created on first use: an aiohttp session belongs to the running event loop.
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                headers=self.headers, timeout=aiohttp.ClientTimeout(total=self.settings.timeout_s),
+                headers=self.headers,
+                timeout=aiohttp.ClientTimeout(total=max(self.settings.timeout_s, self.settings.timeout_s_task)),
                 connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
             )
         return self._session
@@ -85,22 +86,23 @@ class UpstreamPool:
         order = self.urls[start:] + self.urls[:start]
         return min(order, key=lambda url: self.in_flight[url])
 
-    async def complete(self, prompt: str, max_tokens: int) -> Completion:
-        """One chat completion of `prompt` as a single user message.
+    async def complete(self, messages: list[dict[str, str]], max_tokens: int, timeout_s: float) -> Completion:
+        """One chat completion of `messages`; sampling values the settings leave at None are not sent.
 
         Raises:
             UpstreamError: timeout, connection failure, an HTTP error status or a malformed body.
         """
         url = self.pick()
-        body = {
-            "model": self.settings.model, "messages": [{"role": "user", "content": prompt}],
-            "max_tokens": max_tokens, "temperature": self.settings.temperature,
-            "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking},
-        }
+        body: dict = {"model": self.settings.model, "messages": messages, "max_tokens": max_tokens,
+                      "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
+        if self.settings.temperature is not None:
+            body["temperature"] = self.settings.temperature
+        if self.settings.frequency_penalty is not None:
+            body["frequency_penalty"] = self.settings.frequency_penalty
         self.in_flight[url] += 1
         result = "ok"
         try:
-            status, raw = await asyncio.wait_for(self._post(url, body), self.settings.timeout_s)
+            status, raw = await asyncio.wait_for(self._post(url, body), timeout_s)
             if status >= 400:
                 result = f"http_{status // 100}xx"
                 raise UpstreamError("upstream", f"{url} answered HTTP {status}: {raw[:200]!r}")
@@ -116,7 +118,7 @@ class UpstreamPool:
                               url)
         except TimeoutError as err:
             result = "timeout"
-            raise UpstreamError("timeout", f"{url} did not answer within {self.settings.timeout_s:g} s") from err
+            raise UpstreamError("timeout", f"{url} did not answer within {timeout_s:g} s") from err
         except aiohttp.ClientError as err:
             result = "connect_error"
             raise UpstreamError("upstream", f"{url}: {type(err).__name__}: {err}") from err

@@ -1,0 +1,164 @@
+"""A user's own checkout of TRUSTEE, read at run time: the prompt templates and the ToolBench tool library.
+
+The `trustee` mode plays TRUSTEE's exact prompts (JamyDon/TRUSTEE, `verl/recipe/trustee/`, at the pinned
+commit) without copying them into this repository: the five template modules are imported from the checkout
+and called with the fields TRUSTEE's own code passes, and the simulator loads TRUSTEE's tool library from it.
+A checkout that is missing, incomplete or at another commit is refused with the path and the fix.
+
+    git clone https://github.com/JamyDon/TRUSTEE && git -C TRUSTEE checkout daf7267919815b1da45e28b29097e51879a88ae2
+    checkout = TrusteeCheckout.open("TRUSTEE")
+    checkout.system_prompt(0)
+
+The template modules are plain functions over `json` and `textwrap`; importing them runs the checkout's code,
+as running TRUSTEE itself would, so point `trustee_dir` only at a checkout you trust.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from toolcanary.contract.errors import ContractError
+
+PINNED_COMMIT = "daf7267919815b1da45e28b29097e51879a88ae2"
+RECIPE_DIR = "verl/recipe/trustee"
+TEMPLATES = {
+    "system_prompt": f"{RECIPE_DIR}/utils/templates/system_prompt.py",
+    "task_generation": f"{RECIPE_DIR}/utils/templates/task_generation.py",
+    "tool_simulation": f"{RECIPE_DIR}/utils/templates/tool_simulation.py",
+    "user_simulation": f"{RECIPE_DIR}/utils/templates/user_simulation.py",
+    "verifier_simulation": f"{RECIPE_DIR}/utils/templates/verifier_simulation.py",
+}
+LIBRARY = f"{RECIPE_DIR}/data/toolbench_tools.json"
+_FIX = (f"Clone it and check out the pinned commit: git clone https://github.com/JamyDon/TRUSTEE && "
+        f"git -C TRUSTEE checkout {PINNED_COMMIT}; then set trustee_dir (TRUSTEE_DIR in .env) to that folder, "
+        f"or run the project's own prompts with mode toolcanary")
+
+
+def checkout_commit(root: Path) -> str | None:
+    """The commit a git checkout's HEAD points at, read from its files (no git binary needed); None if not git."""
+    git = root / ".git"
+    if git.is_file():  # a worktree or submodule: ".git" names the real folder
+        text = git.read_text(encoding="utf-8").strip()
+        if not text.startswith("gitdir:"):
+            return None
+        git = (root / text.removeprefix("gitdir:").strip()).resolve()
+    head_file = git / "HEAD"
+    if not head_file.is_file():
+        return None
+    head = head_file.read_text(encoding="utf-8").strip()
+    if not head.startswith("ref:"):
+        return head
+    ref = head.removeprefix("ref:").strip()
+    common = git / "commondir"
+    bases = [git] + ([(git / common.read_text(encoding="utf-8").strip()).resolve()] if common.is_file() else [])
+    for base in bases:
+        loose = base / ref
+        if loose.is_file():
+            return loose.read_text(encoding="utf-8").strip()
+        packed = base / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text(encoding="utf-8").splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return sha
+    return None
+
+
+def _import(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"toolcanary_trustee_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # a template that does not import is a checkout problem: say which file
+        raise ContractError(str(path), "TRUSTEE's template module, importable on its own",
+                            f"{type(err).__name__}: {err}", _FIX) from err
+    return module
+
+
+def _function(module: ModuleType, path: Path, name: str):
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise ContractError(str(path), f"a function {name}() (TRUSTEE at {PINNED_COMMIT[:7]})",
+                            "no such function", _FIX)
+    return function
+
+
+class TrusteeCheckout:
+    """TRUSTEE's prompt functions and tool library, from a checkout at the pinned commit."""
+
+    def __init__(self, root: Path, modules: dict[str, ModuleType]) -> None:
+        self.root = root
+        paths = {key: root / rel for key, rel in TEMPLATES.items()}
+        self._system_prompt = _function(modules["system_prompt"], paths["system_prompt"], "get_system_prompt")
+        self._task = _function(modules["task_generation"], paths["task_generation"], "get_task_generation_prompt")
+        self._tool = _function(modules["tool_simulation"], paths["tool_simulation"], "get_tool_simulation_prompt")
+        self._user = _function(modules["user_simulation"], paths["user_simulation"], "get_user_simulation_prompt")
+        self._verifier = _function(modules["verifier_simulation"], paths["verifier_simulation"],
+                                   "get_verifier_simulation_prompt")
+        self._criteria = list(getattr(modules["verifier_simulation"], "VERIFIER_CRITERIA", []))
+
+    @classmethod
+    def open(cls, root: str | Path) -> TrusteeCheckout:
+        """Check the checkout (folder, commit, every file) and import its templates.
+
+        Raises:
+            ContractError: the folder, a file or the commit is not what the trustee mode needs.
+        """
+        return _open(Path(root).expanduser().resolve())
+
+    @property
+    def library_path(self) -> Path:
+        return self.root / LIBRARY
+
+    # --- the policy -------------------------------------------------------------------------------
+    def system_prompt(self, level: int) -> str:
+        """TRUSTEE's policy system prompt of a verbosity level (0 detailed ... 3 default), Hermes format."""
+        return self._system_prompt(level, format="hermes")
+
+    # --- the four roles, each with the arguments TRUSTEE's simulator and curriculum pass ------------
+    def author_messages(self, tools: list[dict], num_expected_calls: int, user_persona_level: int,
+                        query_ambiguity_level: int, expected_turns_level: int) -> list[dict[str, str]]:
+        """The task author's chat: TRUSTEE sends a generic system message (the same text as its default
+        system-prompt level at the pinned commit), then the rendered prompt as the user message."""
+        prompt = self._task(tools=tools, num_expected_calls=num_expected_calls, user_persona_level=user_persona_level,
+                            query_ambiguity_level=query_ambiguity_level, expected_turns_level=expected_turns_level)
+        return [{"role": "system", "content": self.system_prompt(3)}, {"role": "user", "content": prompt}]
+
+    def tool_prompt(self, history: list[dict], call: dict[str, Any], tools: list[dict], user_intent: str) -> str:
+        # TRUSTEE hands the call over as indented JSON text, which the template encodes once more.
+        call_text = json.dumps({"type": "function", "function": call}, indent=2)
+        return self._tool(history, call_text, tools, user_intent=user_intent)
+
+    def user_prompt(self, history: list[dict], user_query: str, tools: list[dict], user_intent: str,
+                    user_persona: str) -> str:
+        latest = history[-1]["content"] if history else ""
+        return self._user(history, latest, user_query, tools, user_intent=user_intent, user_persona=user_persona)
+
+    def verifier_prompt(self, history: list[dict], user_query: str, tools: list[dict], expected_tool_calls: list[str],
+                        user_intent: str, user_persona: str, num_criteria: int) -> tuple[str, list[str]]:
+        prompt = self._verifier(history, user_query, tools, expected_tool_calls=expected_tool_calls,
+                                user_intent=user_intent, user_persona=user_persona, num_criteria=num_criteria)
+        return prompt, self._criteria[:num_criteria]
+
+
+@cache
+def _open(root: Path) -> TrusteeCheckout:
+    if not root.is_dir():
+        raise ContractError("trustee_dir", "a checkout of TRUSTEE (JamyDon/TRUSTEE)", f"no folder at {root}", _FIX)
+    commit = checkout_commit(root)
+    if commit is None:
+        raise ContractError(str(root), f"a git checkout of TRUSTEE at commit {PINNED_COMMIT}",
+                            "a folder without git metadata (.git), so its commit cannot be checked", _FIX)
+    if commit != PINNED_COMMIT:
+        raise ContractError(str(root), f"TRUSTEE at commit {PINNED_COMMIT}", f"commit {commit}",
+                            f"Run: git -C {root} checkout {PINNED_COMMIT}")
+    missing = [rel for rel in [*TEMPLATES.values(), LIBRARY] if not (root / rel).is_file()]
+    if missing:
+        raise ContractError(str(root), "every file the trustee mode reads", "missing: " + ", ".join(missing), _FIX)
+    return TrusteeCheckout(root, {key: _import(root / rel, key) for key, rel in TEMPLATES.items()})

@@ -1,0 +1,64 @@
+"""The four role prompts of the `trustee` mode: TRUSTEE's own templates, fed what TRUSTEE's code feeds them.
+
+The templates come from the user's TRUSTEE checkout (`toolcanary.contract.trustee_checkout`); this module only
+turns the contract's task and history into the arguments TRUSTEE passes (`simulator.py`, `agent_loop.py`,
+`curriculum.py` at the pinned commit):
+- tools as `{"type": "function", "function": {...}}` dicts, the shape TRUSTEE's rows carry;
+- the history as `{"role", "content"}` dicts, the policy's system prompt first, the assistant's text as the
+  policy wrote it (the trainer's trustee mode sends it so);
+- "the user's original query" as the conversation's first message, which in TRUSTEE is the policy's system
+  prompt (its agent loop reads `messages[0]`); the task's first query when the history has no system message.
+
+Each function returns the chat messages of the call and, for the verifier, the criteria it applied.
+"""
+
+from __future__ import annotations
+
+from toolcanary.contract import DifficultySettings, Message, SimulatedTask, ToolCall, ToolSchema
+from toolcanary.contract.trustee_checkout import TrusteeCheckout
+
+
+def _tools(tools: list[ToolSchema]) -> list[dict]:
+    return [t.model_dump(mode="json", exclude_none=True) for t in tools]
+
+
+def _history(history: list[Message]) -> list[dict]:
+    return [{"role": m.role, "content": m.content or ""} for m in history]
+
+
+def _original_query(task: SimulatedTask, history: list[Message]) -> str:
+    if history and history[0].role == "system":
+        return history[0].content
+    return task.first_user_query
+
+
+def _user_message(prompt: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": prompt}]
+
+
+def task_author(checkout: TrusteeCheckout, tools: list[ToolSchema], difficulty: DifficultySettings) -> list[dict]:
+    return checkout.author_messages(_tools(tools), num_expected_calls=max(1, difficulty.expected_calls),
+                                    user_persona_level=difficulty.user_persona,
+                                    query_ambiguity_level=difficulty.query_ambiguity,
+                                    expected_turns_level=difficulty.expected_turns)
+
+
+def tool(checkout: TrusteeCheckout, task: SimulatedTask, history: list[Message], call: ToolCall) -> list[dict]:
+    prompt = checkout.tool_prompt(_history(history), call.function.model_dump(mode="json"), _tools(task.tools),
+                                  user_intent=task.user_intent)
+    return _user_message(prompt)
+
+
+def user(checkout: TrusteeCheckout, task: SimulatedTask, history: list[Message]) -> list[dict]:
+    prompt = checkout.user_prompt(_history(history), _original_query(task, history), _tools(task.tools),
+                                  user_intent=task.user_intent, user_persona=task.user_persona)
+    return _user_message(prompt)
+
+
+def verifier(checkout: TrusteeCheckout, task: SimulatedTask, trajectory: list[Message],
+             num_criteria: int) -> tuple[list[dict], list[str]]:
+    prompt, criteria = checkout.verifier_prompt(
+        _history(trajectory), _original_query(task, trajectory), _tools(task.tools),
+        expected_tool_calls=[c.name for c in task.expected_tool_calls], user_intent=task.user_intent,
+        user_persona=task.user_persona, num_criteria=num_criteria)
+    return _user_message(prompt), criteria
