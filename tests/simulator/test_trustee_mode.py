@@ -10,11 +10,13 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_trustee_mode.py 
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 
 from toolcanary.contract import ContractError
 from toolcanary.contract.trustee_checkout import PINNED_COMMIT
+from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.settings import SimulatorSettings
 
 DIFFICULTY = {"num_tools": 2, "expected_calls": 2, "user_persona": 1, "query_ambiguity": 2, "expected_turns": 1}
@@ -181,3 +183,21 @@ def test_each_mode_fills_the_settings_it_leaves_unset_and_explicit_values_win(tr
     assert theirs.library == trustee_checkout.resolve() / "verl/recipe/trustee/data/toolbench_tools.json"
     custom = SimulatorSettings.from_env({"TOOLCANARY_SIMULATOR_TEMPERATURE": "none"}, retries=5)
     assert custom.temperature is None and custom.retries == 5
+
+
+def test_trustees_tool_sampling_draws_any_category_and_never_tops_up_a_small_one(tmp_path):
+    def tool(name: str, category: str) -> dict:
+        return {"type": "function", "function": {"name": name, "description": "d", "parameters": {
+            "type": "object", "properties": {}}}, "toolset_name": category, "toolset_description": "", "category":
+            category}
+
+    library = {"Big": {"Big API": [tool(f"big/{i}", "Big") for i in range(3)]}, "Small": {"Small API": [
+        tool("small/0", "Small")]}}
+    path = tmp_path / "library.json"
+    path.write_text(json.dumps(library))
+    index = LibraryIndex(path)
+    theirs = [index.sample_tools(2, random.Random(seed), trustee=True) for seed in range(40)]
+    ours = [index.sample_tools(2, random.Random(seed)) for seed in range(40)]
+    assert {len(tools) for tools in theirs} == {1, 2}  # the small category, when drawn, gives its one tool
+    assert all({t.category for t in tools} in ({"Big"}, {"Small"}) for tools in theirs)
+    assert all(len(tools) == 2 and {t.category for t in tools} == {"Big"} for tools in ours)

@@ -8,7 +8,9 @@ Run: .venvs/train/bin/python -m pytest tests/train/test_trustee_loop.py -q
 
 from __future__ import annotations
 
+import asyncio
 import math
+import random
 
 import pytest
 import torch
@@ -17,10 +19,13 @@ from sim_stub import StubBehaviour, StubSimulator
 
 from toolcanary.contract import ContractError
 from toolcanary.contract.hermes import render_tool_call
-from toolcanary.train.curriculum import derive
+from toolcanary.train.curriculum import Curriculum, derive
 from toolcanary.train.episode import truncate_middle_trustee
 from toolcanary.train.grpo import grpo_advantage
 from toolcanary.train.metrics import step_row
+from toolcanary.train.rollout import EpisodeRunner
+from toolcanary.train.seed_data import validation_specs
+from toolcanary.train.verl_hooks import validation_rows
 
 CALL = render_tool_call("get_weather", {"city": "Paris"})
 ANSWER = "It is sunny in Paris."
@@ -148,8 +153,7 @@ def test_a_turn_without_a_parsable_call_gets_one_error_and_bad_calls_beside_good
     tool_messages = [m for m in episode["transcript"] if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "Error: Tool call is malformed or could not be parsed"
     assert episode["tool_rewards"][0] == -1.0 and len(stub.requests["tool"]) >= 1
-    second_turn = [m for m in stub.requests["tool"]]
-    assert all(r["call"]["function"]["name"] == "get_weather" for r in second_turn)
+    assert all(r["call"]["function"]["name"] == "get_weather" for r in stub.requests["tool"])
 
 
 def test_trustees_middle_cut_keeps_half_the_limit_from_each_end():
@@ -158,22 +162,53 @@ def test_trustees_middle_cut_keeps_half_the_limit_from_each_end():
     assert truncate_middle_trustee("short", 512) == "short"
 
 
-def test_a_task_whose_prompt_exceeds_the_budget_is_dropped_before_any_generation(tokenizer, trustee_checkout):
-    from toolcanary.train.rollout import EpisodeRunner
-    import asyncio
-
+@pytest.mark.parametrize("trustee", [True, False], ids=["trustee", "toolcanary"])
+def test_a_task_whose_prompt_exceeds_the_budget_is_dropped_before_any_generation(tokenizer, trustee_checkout,
+                                                                                 trustee):
+    options = {"mode": "trustee", "trustee_dir": str(trustee_checkout)} if trustee else {}
     with StubSimulator() as stub:
         client = ReplayClient(tokenizer, [CALL])
         runner = EpisodeRunner(tokenizer, client, simulator_url=stub.url, prompt_length=64, response_length=256,
-                               loop_options={"http_retries": 1, "mode": "trustee",
-                                             "trustee_dir": str(trustee_checkout)})
+                               loop_options={"http_retries": 1, **options})
         (out,) = asyncio.run(runner.run([make_spec("long")]))
     episode = out.extra_fields["episode"]
-    assert episode["abort_role"] == "task" and episode["abort_cause"] == "too_large" and "64-token" in \
-        episode["abort_detail"]
-    assert client.emitted == [] and stub.requests["verify"] == []
+    assert (episode["abort_role"], episode["abort_cause"]) == ("task", "too_large")
+    assert "64-token prompt budget" in episode["abort_detail"] and len(out.prompt_ids) == 64
+    assert client.emitted == [] and stub.requests["verify"] == [] and sum(out.response_mask) == 0
 
 
 def test_the_loop_refuses_a_missing_checkout_by_name(tokenizer, tmp_path):
     with StubSimulator() as stub, pytest.raises(ContractError, match="no folder at"):
         _run(tokenizer, stub, [CALL], tmp_path / "absent")
+
+
+def test_the_number_of_tools_gets_its_own_soft_curriculum_coin_in_the_trustee_mode():
+    class Coins(random.Random):
+        """random() answers from a list (0.9: no soft draw, 0.1: soft draw); randint() gives the top value."""
+
+        def __init__(self, coins: list[float]) -> None:
+            super().__init__(0)
+            self.coins = list(coins)
+
+        def random(self) -> float:
+            return self.coins.pop(0)
+
+        def randint(self, a: int, b: int) -> int:
+            return b
+
+    at, top = derive(1), derive(100)
+    # First coin: the author's aspects (not soft); second: the number of tools (soft), as TRUSTEE draws twice.
+    theirs = Curriculum(level=1, epsilon=0.5, mode="trustee").draw(Coins([0.9, 0.1, 0.9]))
+    assert theirs.num_tools == top.num_tools and theirs.expected_calls == at.expected_calls
+    ours = Curriculum(level=1, epsilon=0.5).draw(Coins([0.9, 0.9]))
+    assert ours.num_tools == at.num_tools and ours.expected_calls == at.expected_calls
+
+
+def test_validation_rows_get_trustees_generic_prompt_and_fixed_caps_in_the_trustee_mode():
+    rows = [{**spec.model_dump(mode="json")} for spec in validation_specs("run", 2)]
+    theirs = validation_rows(rows, step=50, mode="trustee")
+    ours = validation_rows(rows, step=50)
+    assert all((r["system_prompt_level"], r["max_user_turns"], r["max_assistant_turns"], r["max_tool_turns"])
+               == (3, 3, 6, 3) for r in theirs)
+    assert [(r["system_prompt_level"], r["max_assistant_turns"]) for r in ours] == \
+        [(row["system_prompt_level"], row["max_assistant_turns"]) for row in rows]

@@ -44,11 +44,18 @@ class LibraryIndex:
     def category_tools(self, category: str) -> list[LibraryTool]:
         return [t for tools in self.library.categories[category].values() for t in tools]
 
-    def sample_tools(self, num_tools: int, rng: random.Random, avoid: str | None = None) -> list[LibraryTool]:
-        """`num_tools` tools from one category (topped up from others only if no category is big enough)."""
+    def sample_tools(self, num_tools: int, rng: random.Random, avoid: str | None = None,
+                     trustee: bool = False) -> list[LibraryTool]:
+        """`num_tools` tools from one category (topped up from others only if no category is big enough).
+
+        `trustee`: TRUSTEE's rule instead: any category, uniformly; one smaller than `num_tools` gives all it has.
+        """
         choices = [c for c in self.categories if c != avoid] or list(self.categories)
         big_enough = [c for c in choices if len(self.category_tools(c)) >= num_tools]
-        category = rng.choice(big_enough) if big_enough else max(choices, key=lambda c: len(self.category_tools(c)))
+        if trustee:
+            category = rng.choice(choices)
+        else:
+            category = rng.choice(big_enough) if big_enough else max(choices, key=lambda c: len(self.category_tools(c)))
         toolsets = list(self.library.categories[category].values())
         rng.shuffle(toolsets)
         pool: list[LibraryTool] = []
@@ -56,7 +63,7 @@ class LibraryIndex:
             pool.extend(tools)
             if len(pool) >= num_tools:
                 break
-        if len(pool) < num_tools:
+        if len(pool) < num_tools and not trustee:
             others = [t for c in choices if c != category for t in self.category_tools(c)]
             pool.extend(rng.sample(others, min(len(others), num_tools - len(pool))))
         return rng.sample(pool, min(num_tools, len(pool)))

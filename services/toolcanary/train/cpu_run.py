@@ -102,7 +102,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
     curriculum = Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
-                            no_call_fraction=settings.no_call_fraction)
+                            no_call_fraction=settings.no_call_fraction, mode=settings.mode)
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
     metrics_csv, episodes_jsonl = results / "train_metrics.csv", results / "episodes.jsonl"

@@ -89,6 +89,9 @@ class Curriculum:
     no_call_fraction: float = 0.0
     criteria_cap: int | None = CRITERIA_CAP_SMALL
     step: int = 0
+    # trustee: the number of tools gets a soft-curriculum coin of its own, since TRUSTEE computes a task's
+    # parameters twice (once to sample its tools, once for the author's prompt); toolcanary: one coin for all.
+    mode: str = "toolcanary"
 
     def derived(self) -> LevelSettings:
         return derive(self.level, self.criteria_cap)
@@ -98,9 +101,10 @@ class Curriculum:
         at = self.derived()
         top = derive(LEVEL_MAX, self.criteria_cap)
         soft = rng.random() < self.epsilon
+        soft_tools = rng.random() < self.epsilon if self.mode == "trustee" else soft
         call_expected = not (rng.random() < self.no_call_fraction)
         return DifficultySettings(
-            num_tools=rng.randint(1, top.num_tools) if soft else at.num_tools,
+            num_tools=rng.randint(1, top.num_tools) if soft_tools else at.num_tools,
             expected_calls=(rng.randint(1, top.expected_calls) if soft else at.expected_calls) if call_expected else 0,
             user_persona=rng.randint(0, top.user_persona) if soft else at.user_persona,
             query_ambiguity=rng.randint(0, top.query_ambiguity) if soft else at.query_ambiguity,

@@ -1,8 +1,9 @@
 """Per-step training metrics from the step's episode records, and the two files they go to.
 
 `train_metrics.csv` holds exactly the contract's `TRAIN_METRICS_COLUMNS`, one row per step;
-`episodes.jsonl` beside it holds one `EpisodeRecord` per line. Reward statistics count every episode,
-aborted ones at 0 (TRUSTEE's batch mean, which drives the curriculum); behaviour statistics (turns, call
+`episodes.jsonl` beside it holds one `EpisodeRecord` per line. Reward statistics count every episode at the
+reward its record holds (an aborted one: 0 in the toolcanary mode, its verified reward in the trustee mode, as
+TRUSTEE's batch mean that drives the curriculum); behaviour statistics (turns, call
 share, lengths) count only episodes that finished, since an aborted one stopped early for a reason
 that is not the policy's; `aborted_<cause>` counts the aborted ones by cause.
 

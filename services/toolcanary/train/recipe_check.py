@@ -4,8 +4,9 @@
 (`validate_config`) and only then starts Ray and asks for GPUs. This module runs that very entry point
 with the given arguments, stops it at `ray.init`, and then checks what would otherwise fail minutes
 later on the GPU workers: the dataclass configs verl's workers build, the classes and files the recipe
-names, the attention implementation, the chat-template mode that publishing records, the environment
-handed to every Ray worker, and the folders the trainer writes.
+names, the attention implementation, the chat-template mode that publishing records, the agent loop's mode
+(in mode trustee, the TRUSTEE checkout it reads, at the pinned commit), the environment handed to every Ray
+worker, and the folders the trainer writes.
 
     python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b \
         --config-name trustee_qwen3_4b actor_rollout_ref.rollout.agent.agent_loop_config_path=...
@@ -105,6 +106,7 @@ def check_recipe(argv: list[str]) -> RecipeReport:
     _check_attention(config, report)
     _check_model(config, report)
     _check_thinking(config, report)
+    _check_agent_loop_mode(config, report)
     _check_ray_environment(ray_init, report)
     _check_data(config, report)
     _check_writable(config, ray_init, report)
@@ -215,6 +217,31 @@ def _check_thinking(config, report: RecipeReport) -> None:
                             "true or false, set explicitly (checkpoints are served in the mode they trained in)",
                             repr(thinking))
     report.passed(f"chat template thinking mode set ({thinking})")
+
+
+def _check_agent_loop_mode(config, report: RecipeReport) -> None:
+    """The agent loop's mode and, in mode trustee, its checkout; the curriculum must play the same mode."""
+    from omegaconf import OmegaConf
+
+    from toolcanary.contract.trustee_checkout import TrusteeCheckout
+    from toolcanary.train.settings import TrainSettings
+
+    agent = config.actor_rollout_ref.rollout.agent
+    path = agent.agent_loop_config_path
+    entries = [e for e in OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+               if e.get("name") == agent.default_agent_loop]
+    options = entries[0] if entries else {}
+    mode = options.get("mode", "toolcanary")
+    curriculum_mode = TrainSettings.from_env().mode
+    if mode != curriculum_mode:
+        raise ContractError(f"{path}: mode", f"the curriculum's mode (TOOLCANARY_TRAIN_MODE={curriculum_mode})",
+                            repr(mode), "Set TOOLCANARY_TRAIN_MODE for both (train.sh does)")
+    if mode == "trustee":
+        checkout = TrusteeCheckout.open(options.get("trustee_dir") or "")
+        report.passed(f"agent loop mode trustee: the TRUSTEE checkout at {checkout.root} is at the pinned commit "
+                      "and has every file the mode reads")
+    else:
+        report.passed(f"agent loop mode {mode}")
 
 
 def _check_ray_environment(ray_init: dict, report: RecipeReport) -> None:

@@ -18,9 +18,9 @@ from toolcanary.contract.hermes import ParsedTurn
 from toolcanary.contract.simulator_api import ToolRequest, ToolResponse
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.train.episode import EpisodeRecord, EpisodeSpec, truncate_middle, truncate_middle_trustee
+from toolcanary.train.simulator_client import SimulatorClient
 
 UNPARSED = "Error: Tool call is malformed or could not be parsed"
-from toolcanary.train.simulator_client import SimulatorClient
 
 
 async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list, parsed: ParsedTurn,

@@ -75,7 +75,7 @@ def metrics_path(settings: TrainSettings) -> Path:
 
 def _fresh(settings: TrainSettings) -> Curriculum:
     return Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
-                      no_call_fraction=settings.no_call_fraction)
+                      no_call_fraction=settings.no_call_fraction, mode=settings.mode)
 
 
 def _read(settings: TrainSettings) -> dict:
@@ -126,8 +126,14 @@ def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng
     return rows
 
 
-def validation_rows(rows: list, step: int) -> list[dict]:
-    """The held-out tasks of val.parquet as they are, with this validation's step in their ids."""
+# TRUSTEE validates with its generic system prompt and run.sh's fixed caps (user 3, assistant 6, tool 3),
+# not the curriculum's: its validation rows carry no per-sample limits.
+TRUSTEE_VALIDATION = {"system_prompt_level": 3, "max_user_turns": 3, "max_assistant_turns": 6, "max_tool_turns": 3}
+
+
+def validation_rows(rows: list, step: int, mode: str = "toolcanary") -> list[dict]:
+    """The held-out tasks of val.parquet with this validation's step in their ids (trustee: TRUSTEE's caps)."""
+    fixed = TRUSTEE_VALIDATION if mode == "trustee" else {}
     out = []
     for row in rows:
         try:
@@ -137,7 +143,7 @@ def validation_rows(rows: list, step: int) -> list[dict]:
         if spec is None or spec.split != "val":
             raise ContractError("data.val_files: extra_info", "the episode spec of a held-out task (split val)",
                                 repr(dict(row))[:200], "Rewrite the validation rows with `seed-data`")
-        out.append(spec.model_copy(update={"step": step, "episode_id": f"{spec.task_key}-at{step:04d}"})
+        out.append(spec.model_copy(update={"step": step, "episode_id": f"{spec.task_key}-at{step:04d}", **fixed})
                    .model_dump(mode="json"))
     return out
 
@@ -152,7 +158,7 @@ def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attem
         return None
     row = step_row(step, records, level=curriculum.level, update={}, step_seconds=math.nan)
     append_metrics_row(metrics_path(settings), row)
-    curriculum.update(row["reward_mean"])  # aborted episodes count at 0 here (TRUSTEE: the verifier's reward)
+    curriculum.update(row["reward_mean"])  # aborted episodes at their record's reward (see train.metrics)
     _record_closed(settings, curriculum, step)
     _observe(settings, step, records)
     return row
@@ -255,7 +261,7 @@ class CurriculumAgentLoopManager(AgentLoopManagerTQ):
         step = int(prompts["global_steps"])
         if "validate" in prompts.keys() and bool(prompts["validate"]):
             check_before_dispatch(settings, step)  # validation before training is a first dispatch too
-            prompts["extra_info"] = NonTensorStack(*validation_rows(list(prompts["extra_info"]), step))
+            prompts["extra_info"] = NonTensorStack(*validation_rows(list(prompts["extra_info"]), step, settings.mode))
             return super().generate_sequences(prompts)
         curriculum, attempt = prepare_dispatch(settings, step)
         logger.info("curriculum: step %d at level %d, derived %s", step, curriculum.level,

@@ -37,9 +37,9 @@ from toolcanary.contract import (
     VerifyRequest,
     VerifyResponse,
 )
+from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.backend import RoleOutput
 from toolcanary.simulator.library_index import LibraryIndex
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.llm import prompts, prompts_trustee
 from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object, read_trustee_json
 from toolcanary.simulator.llm.outputs import (
@@ -129,7 +129,7 @@ class LlmBackend:
 
     async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
         rng = rng_for("task", self.settings.seed, request.task_key)
-        tools = self.index.sample_tools(request.difficulty.num_tools, rng)
+        tools = self.index.sample_tools(request.difficulty.num_tools, rng, trustee=self.trustee is not None)
         offered = {t.schema_.name for t in tools}
         schemas = [t.schema_ for t in tools]
 
