@@ -12,6 +12,9 @@
 #   TOOLCANARY_RUN           run id (required)
 #   SIMULATOR_MODEL          model vLLM serves (default Qwen/Qwen3-8B), under the name "simulator"
 #   SIMULATOR_TP             tensor parallelism of vLLM (default 4)
+#   SIMULATOR_MAX_MODEL_LEN  vLLM's --max-model-len (default 131072, TRUSTEE's; empty: the flag is left out)
+#   SIMULATOR_HF_OVERRIDES   vLLM's --hf-overrides, one JSON object (default TRUSTEE's YaRN, factor 4 over 32768
+#                            positions; empty: the flag is left out)
 #   SIMULATOR_VLLM_PORT      vLLM's port on 127.0.0.1 (default 8200)
 #   SIMULATOR_VLLM_WAIT_S    how long vLLM may take to become healthy, in seconds (default 1200, the
 #                            compose health check's start_period)
@@ -21,10 +24,11 @@
 #
 # Usage: images/simulator/start-simulator.sh [-h|--help]
 # Example (outside a container; vLLM must be importable):
-#   TOOLCANARY_RUN=r1 SIMULATOR_TP=1 SIMULATOR_MODEL=Qwen/Qwen3-0.6B images/simulator/start-simulator.sh
+#   TOOLCANARY_RUN=r1 SIMULATOR_TP=1 SIMULATOR_MODEL=Qwen/Qwen3-0.6B SIMULATOR_MAX_MODEL_LEN= \
+#     SIMULATOR_HF_OVERRIDES= images/simulator/start-simulator.sh
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) sed -n '2,25s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") ;;
   *) echo "start-simulator: unexpected argument '$1' (it takes none; configure it through the environment, see --help)" >&2
      exit 2 ;;
@@ -71,9 +75,23 @@ trap 'on_signal INT 130' INT
 # Whatever ends the script (set -e included) must not leave a process behind.
 trap 'stop_all' EXIT
 
-python3 -m vllm.entrypoints.openai.api_server --model "${SIMULATOR_MODEL:-Qwen/Qwen3-8B}" \
-  --served-model-name simulator --host 127.0.0.1 --port "$vllm_port" \
-  --tensor-parallel-size "${SIMULATOR_TP:-4}" --enable-auto-tool-choice --tool-call-parser hermes &
+# TRUSTEE's serving (its scripts/serve_env.sh): Qwen3-8B stretched by YaRN from its 32768 native positions to a
+# 131072-token context, so that a long episode's history still fits every role's prompt. Unset takes these
+# defaults; an empty variable leaves its flag out, and vLLM uses the model's own length and RoPE.
+# vLLM parses --hf-overrides as one JSON object and sets each dict value on the model's config whole. The key is
+# rope_parameters, transformers 5's name (its rope_scaling is an alias that sets the same attribute); the value
+# carries no rope_theta, which vLLM's Qwen3 then fills in with 1000000, Qwen3's own.
+default_hf_overrides='{"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}'
+max_model_len="${SIMULATOR_MAX_MODEL_LEN-131072}"
+hf_overrides="${SIMULATOR_HF_OVERRIDES-$default_hf_overrides}"
+vllm_args=(--model "${SIMULATOR_MODEL:-Qwen/Qwen3-8B}" --served-model-name simulator --host 127.0.0.1
+           --port "$vllm_port" --tensor-parallel-size "${SIMULATOR_TP:-4}" --enable-auto-tool-choice
+           --tool-call-parser hermes)
+# vLLM checks --max-model-len against the model's max_position_embeddings (40960 for Qwen3-8B) without scaling it
+# by a YaRN factor, so a longer context needs VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, as TRUSTEE sets it.
+[ -z "$max_model_len" ] || { vllm_args+=(--max-model-len "$max_model_len"); export VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; }
+[ -z "$hf_overrides" ] || vllm_args+=(--hf-overrides "$hf_overrides")
+python3 -m vllm.entrypoints.openai.api_server "${vllm_args[@]}" &
 vllm_pid=$!
 log "vLLM started (pid $vllm_pid); waiting up to ${wait_s} s for http://127.0.0.1:${vllm_port}/health"
 

@@ -3,7 +3,8 @@
 The script is the simulator container's entry point. Each test runs it as the container would (bash, its own
 session), with the real simulator from this environment and `vllm.entrypoints.openai.api_server` replaced by
 the fake in tests/simulator/fake_vllm (healthy, never healthy, or failing at start-up), all on 127.0.0.1.
-Checked: the simulator never starts in front of a vLLM that did not become healthy; the script exits, non-zero,
+Checked: vLLM gets TRUSTEE's serving (trustee_reference.yaml's simulator.serving) unless a variable says otherwise,
+and an empty variable leaves its flag out; the simulator never starts in front of a vLLM that did not become healthy; the script exits, non-zero,
 as soon as either process exits, and stops the other; SIGTERM stops both. Every wait is bounded.
 
 Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_start_simulator.py -q
@@ -11,6 +12,7 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_start_simulator.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -21,10 +23,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "images" / "simulator" / "start-simulator.sh"
 FAKE_VLLM = Path(__file__).parent / "fake_vllm"
+SERVING = yaml.safe_load((ROOT / "recipes" / "trustee-qwen3-4b" / "trustee_reference.yaml").read_text())[
+    "simulator"]["serving"]
 
 
 def free_port() -> int:
@@ -36,9 +41,10 @@ def free_port() -> int:
 class Container:
     """start-simulator.sh in its own session, with its output in a log file."""
 
-    def __init__(self, tmp_path: Path, mode: str, wait_s: int = 60) -> None:
+    def __init__(self, tmp_path: Path, mode: str, wait_s: int = 60, env: dict | None = None) -> None:
         self.vllm_port, self.sim_port = free_port(), free_port()
         self.pidfile, self.log_path = tmp_path / "vllm.pid", tmp_path / "container.log"
+        self.argv_path = tmp_path / "vllm-argv.json"
         env = {
             # The simulator environment's python3 first, as the image's python3 holds the simulator.
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -47,7 +53,8 @@ class Container:
             "TOOLCANARY_SIMULATOR_HOST": "127.0.0.1", "TOOLCANARY_SIMULATOR_PORT": str(self.sim_port),
             "SIMULATOR_VLLM_PORT": str(self.vllm_port), "SIMULATOR_VLLM_WAIT_S": str(wait_s),
             "SIMULATOR_VLLM_POLL_S": "0.2", "SIMULATOR_STOP_GRACE_S": "5",
-            "FAKE_VLLM_MODE": mode, "FAKE_VLLM_PIDFILE": str(self.pidfile),
+            "FAKE_VLLM_MODE": mode, "FAKE_VLLM_PIDFILE": str(self.pidfile), "FAKE_VLLM_ARGV": str(self.argv_path),
+            **(env or {}),
         }
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(["bash", str(SCRIPT)], env=env, stdout=self.log, stderr=subprocess.STDOUT,
@@ -63,6 +70,12 @@ class Container:
         except subprocess.TimeoutExpired:
             raise AssertionError(f"start-simulator.sh still runs after {within_s} s; its output:\n{self.output()}") \
                 from None
+
+    def vllm_command(self) -> tuple[list[str], dict[str, str]]:
+        """The arguments vLLM was started with, and the VLLM_* variables it got."""
+        self.vllm_pid()
+        recorded = json.loads(self.argv_path.read_text())
+        return recorded["argv"], recorded["env"]
 
     def vllm_pid(self) -> int:
         deadline = time.monotonic() + 30
@@ -124,8 +137,8 @@ def gone(pid: int, within_s: float = 10) -> bool:
 def container(tmp_path):
     started: list[Container] = []
 
-    def start(mode: str, wait_s: int = 60) -> Container:
-        started.append(Container(tmp_path, mode, wait_s))
+    def start(mode: str, wait_s: int = 60, env: dict | None = None) -> Container:
+        started.append(Container(tmp_path, mode, wait_s, env))
         return started[-1]
 
     yield start
@@ -188,3 +201,44 @@ def test_while_both_run_the_simulator_reports_healthy_in_front_of_vllm(container
     box.wait_until_serving()
     body = httpx.get(f"http://127.0.0.1:{box.sim_port}/health", timeout=5).json()
     assert body["backend"] == "llm" and body["run"] == "start-test"
+
+
+def flag(argv: list[str], name: str) -> str | None:
+    """The argument after `name` (None when the flag is absent); a flag given twice fails."""
+    assert argv.count(name) <= 1, f"{name} given twice: {argv}"
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_vllm_is_started_with_trustees_serving_by_default(container):
+    box = container("exit:3")
+    assert box.exit_status(within_s=30) == 3, box.output()
+    argv, env = box.vllm_command()
+    assert flag(argv, "--model") == SERVING["model"]["value"]
+    assert flag(argv, "--tensor-parallel-size") == str(SERVING["tensor_parallel_size"]["value"])
+    assert flag(argv, "--max-model-len") == str(SERVING["max_model_len"]["value"])
+    assert flag(argv, "--tool-call-parser") == SERVING["tool_call_parser"]["value"]
+    assert ("--enable-auto-tool-choice" in argv) is SERVING["enable_auto_tool_choice"]["value"]
+    # TRUSTEE passes its YaRN settings under rope_parameters (the reference's note); one argument, valid JSON.
+    assert json.loads(flag(argv, "--hf-overrides")) == {"rope_parameters": SERVING["rope_scaling"]["value"]}
+    assert env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
+    # The one serving fact that differs: the name, which only the simulator's requests use.
+    assert flag(argv, "--served-model-name") == "simulator" != SERVING["served_model_name"]["value"]
+
+
+def test_empty_serving_variables_leave_their_flags_out(container):
+    box = container("exit:3", env={"SIMULATOR_MAX_MODEL_LEN": "", "SIMULATOR_HF_OVERRIDES": ""})
+    assert box.exit_status(within_s=30) == 3, box.output()
+    argv, env = box.vllm_command()
+    assert "--max-model-len" not in argv and "--hf-overrides" not in argv, argv
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN" not in env
+    assert flag(argv, "--tool-call-parser") == "hermes"
+
+
+def test_serving_variables_reach_vllm_as_given_the_json_as_one_argument(container):
+    overrides = '{"rope_parameters": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32768}}'
+    box = container("exit:3", env={"SIMULATOR_MAX_MODEL_LEN": "65536", "SIMULATOR_HF_OVERRIDES": overrides})
+    assert box.exit_status(within_s=30) == 3, box.output()
+    argv, env = box.vllm_command()
+    assert flag(argv, "--max-model-len") == "65536"
+    assert flag(argv, "--hf-overrides") == overrides
+    assert env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"

@@ -8,6 +8,7 @@ import re
 
 import pytest
 import yaml
+from compose_env import CPU_FILES, GPU_FILES, ROOT, resolve
 
 GPU_SERVICES = {"simulator", "trainer", "serve"}
 PROFILES = ("train", "eval", "analysis")
@@ -90,3 +91,20 @@ def test_docker_stop_leaves_the_simulator_time_to_stop_both_of_its_processes(res
     parts = dict((unit, int(number)) for number, unit in re.findall(r"(\d+)([hms])", grace))
     seconds = parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
     assert seconds > 2 * grace_s, f"stop_grace_period {grace} leaves vLLM no time after the simulator's {grace_s} s"
+
+
+@pytest.mark.parametrize(("files", "mode"), [(GPU_FILES, "trustee"), (CPU_FILES, "toolcanary")], ids=["gpu", "cpu"])
+def test_the_trustee_checkout_is_mounted_read_only_and_each_stack_names_its_mode(example_env, tmp_path, files, mode):
+    """The GPU stack reproduces TRUSTEE (trustee mode), the CPU stack runs ToolCanary's own (toolcanary mode); both
+    resolve with TRUSTEE_DIR unset (the tracked, empty volumes/trustee/) and mount TRUSTEE_DIR when it is set."""
+    checkout = tmp_path / "TRUSTEE"
+    chosen = tmp_path / "chosen.env"
+    chosen.write_text(example_env.read_text().replace("\nTRUSTEE_DIR=\n", f"\nTRUSTEE_DIR={checkout}\n"))
+    for env_file, source in ((example_env, ROOT / "volumes" / "trustee"), (chosen, checkout)):
+        services = resolve(env_file, files=files)["services"]
+        for name, prefix in (("simulator", "TOOLCANARY_SIMULATOR_"), ("trainer", "TOOLCANARY_TRAIN_")):
+            mounts = [v for v in services[name]["volumes"] if v["target"] == "/trustee"]
+            assert mounts == [{"type": "bind", "source": str(source), "target": "/trustee", "read_only": True}], name
+            environment = services[name]["environment"]
+            assert environment[prefix + "MODE"] == mode and environment[prefix + "TRUSTEE_DIR"] == "/trustee", name
+    assert (ROOT / "volumes" / "trustee" / ".gitkeep").is_file()

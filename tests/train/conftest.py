@@ -117,3 +117,47 @@ def rng() -> random.Random:
 @pytest.fixture
 def curriculum() -> Curriculum:
     return Curriculum()
+
+
+# The GPU recipe, composed by verl's own main_ppo as train.sh would run it (test_recipe.py,
+# test_trustee_deviations.py). Module-scoped: the variables set here must not outlive the module using them.
+RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "trustee-qwen3-4b"
+
+
+def recipe_args(*overrides: str) -> list[str]:
+    return ["--config-path", str(RECIPE), "--config-name", "trustee_qwen3_4b",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={RECIPE / 'agent_loops.yaml'}", *overrides]
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+@pytest.fixture(scope="module")
+def volumes(tmp_path_factory, monkeypatch_module) -> Path:
+    """Volume roots with the seed rows written, and the environment train.sh would export."""
+    from toolcanary.train.seed_data import write_seed_data
+
+    root = tmp_path_factory.mktemp("volumes")
+    env = {"TOOLCANARY_RUNS_DIR": root / "runs", "TOOLCANARY_RESULTS_DIR": root / "results",
+           "TOOLCANARY_CHECKPOINTS_DIR": root / "checkpoints", "TOOLCANARY_TRAIN_RUN": "r1"}
+    for key, value in env.items():
+        monkeypatch_module.setenv(key, str(value))
+    write_seed_data(root / "runs" / "r1" / "data", 32, run="r1")
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(volumes):
+    """The recipe as verl's main_ppo composes it, with every check passed, in this process."""
+    import os
+
+    from toolcanary.train.recipe_check import check_recipe
+
+    ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}='{os.environ[k]}'"
+               for k in ("TOOLCANARY_TRAIN_RUN", "TOOLCANARY_RUNS_DIR", "TOOLCANARY_RESULTS_DIR",
+                         "TOOLCANARY_CHECKPOINTS_DIR")]
+    ray_env.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{volumes / 'results' / 'tb'}'")
+    return check_recipe(recipe_args(*ray_env))

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import torch
-from conftest import GoldClient, fetch_task, run_episodes
+from conftest import RECIPE, GoldClient, fetch_task, recipe_args, run_episodes
 from verl import DataProto
 from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
 from verl.utils.config import omega_conf_to_dataclass
@@ -34,41 +34,7 @@ from toolcanary.train.recipe_check import (
 from toolcanary.train.seed_data import write_seed_data
 from toolcanary.train.verl_hooks import validation_rows
 
-RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "trustee-qwen3-4b"
 VENV_BIN = Path(sys.executable).parent
-
-
-def recipe_args(*overrides: str) -> list[str]:
-    return ["--config-path", str(RECIPE), "--config-name", "trustee_qwen3_4b",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={RECIPE / 'agent_loops.yaml'}", *overrides]
-
-
-@pytest.fixture(scope="module")
-def volumes(tmp_path_factory, monkeypatch_module) -> Path:
-    """Volume roots with the seed rows written, and the environment train.sh would export."""
-    root = tmp_path_factory.mktemp("volumes")
-    env = {"TOOLCANARY_RUNS_DIR": root / "runs", "TOOLCANARY_RESULTS_DIR": root / "results",
-           "TOOLCANARY_CHECKPOINTS_DIR": root / "checkpoints", "TOOLCANARY_TRAIN_RUN": "r1"}
-    for key, value in env.items():
-        monkeypatch_module.setenv(key, str(value))
-    write_seed_data(root / "runs" / "r1" / "data", 32, run="r1")
-    return root
-
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
-
-
-@pytest.fixture(scope="module")
-def report(volumes):
-    """The recipe as verl's main_ppo composes it, with every check passed, in this process."""
-    ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}='{os.environ[k]}'"
-               for k in ("TOOLCANARY_TRAIN_RUN", "TOOLCANARY_RUNS_DIR", "TOOLCANARY_RESULTS_DIR",
-                         "TOOLCANARY_CHECKPOINTS_DIR")]
-    ray_env.append(f"++ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR='{volumes / 'results' / 'tb'}'")
-    return check_recipe(recipe_args(*ray_env))
 
 
 def test_verl_composes_and_validates_the_recipe_and_every_check_passes(report):
@@ -216,3 +182,19 @@ def test_a_training_placeholder_is_refused_as_a_validation_row(tmp_path):
     train = write_seed_data(tmp_path, 2, run="r1", val_rows=1)[0]
     with pytest.raises(ContractError, match="held-out"):
         validation_rows(pq.read_table(train).column("extra_info").to_pylist(), step=1)
+
+
+def test_verls_dataset_keeps_every_seed_row_under_the_overlong_prompt_filter(report, tokenizer):
+    """data.filter_overlong_prompts is on (TRUSTEE's value): verl's own dataset, built as the V1 trainer
+    builds it, must keep every training placeholder and every validation task, and the filter must be live
+    (a prompt budget of a few tokens drops them all)."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import create_rl_dataset
+
+    data = report.config.data
+    assert data.filter_overlong_prompts is True
+    sizes = {key: pq.read_metadata(data[key]).num_rows for key in ("train_files", "val_files")}
+    for key, rows in sizes.items():
+        assert len(create_rl_dataset(data[key], data, tokenizer, None, is_train=key == "train_files")) == rows
+    tight = OmegaConf.merge(data, {"max_prompt_length": 4})
+    assert len(create_rl_dataset(data.val_files, tight, tokenizer, None, is_train=False)) == 0

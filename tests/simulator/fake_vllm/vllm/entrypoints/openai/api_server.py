@@ -4,7 +4,9 @@ It accepts vLLM's flags, listens on --host/--port and behaves as FAKE_VLLM_MODE 
   healthy        GET /health answers 200, GET /v1/models lists --served-model-name (the default)
   never-healthy  GET /health answers 503, forever
   exit:N         exits with status N before it listens (vLLM failing during start-up)
-It writes its pid to FAKE_VLLM_PIDFILE (so a test can kill it) and stops cleanly on SIGTERM, as vLLM does.
+It writes its pid to FAKE_VLLM_PIDFILE (so a test can kill it) and, when FAKE_VLLM_ARGV names a file, the
+arguments and the VLLM_* environment it was started with, as JSON, before anything else (so a test can read
+the command line the script built, whatever the mode). It stops cleanly on SIGTERM, as vLLM does.
 
     FAKE_VLLM_MODE=never-healthy PYTHONPATH=tests/simulator/fake_vllm \\
         python -m vllm.entrypoints.openai.api_server --host 127.0.0.1 --port 8200 --served-model-name simulator
@@ -24,6 +26,10 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--served-model-name", default="model")
     args, _ = parser.parse_known_args()  # every other vLLM flag is accepted and ignored
+    if os.environ.get("FAKE_VLLM_ARGV"):
+        with open(os.environ["FAKE_VLLM_ARGV"], "w") as handle:
+            json.dump({"argv": sys.argv[1:], "env": {k: v for k, v in os.environ.items() if k.startswith("VLLM_")}},
+                      handle)
     mode = os.environ.get("FAKE_VLLM_MODE", "healthy")
     if os.environ.get("FAKE_VLLM_PIDFILE"):
         with open(os.environ["FAKE_VLLM_PIDFILE"], "w") as handle:
