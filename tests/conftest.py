@@ -98,6 +98,12 @@ def trustee_checkout(tmp_path) -> Path:
     return write_trustee_checkout(tmp_path / "TRUSTEE")
 
 
+@pytest.fixture(scope="session")
+def session_trustee_checkout(tmp_path_factory) -> Path:
+    """One checkout-shaped folder for module- and session-scoped fixtures (never modify it)."""
+    return write_trustee_checkout(tmp_path_factory.mktemp("trustee") / "TRUSTEE")
+
+
 @pytest.fixture
 def drill(capsys):
     """`drill(name, **figures)`: one line on the terminal, outside pytest's capture, so `make test` shows it."""

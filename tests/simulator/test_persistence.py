@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -129,7 +130,7 @@ def test_a_record_that_cannot_be_written_is_a_500_with_a_reason_not_a_silent_los
 
     app = create_app(settings)
     records_dir = settings.runs_dir / "test" / "simulator"
-    records_dir.rmdir()
+    shutil.rmtree(records_dir)  # it holds only the start's libraries.jsonl yet
     records_dir.write_text("a file where the record folder should be")
     with TestClient(app, raise_server_exceptions=False) as client:
         response = client.post("/v1/task", json={"task_key": "lost", "difficulty": diff()})

@@ -66,7 +66,7 @@ def test_the_author_gets_trustees_prompt_with_its_fields_and_its_library_and_sam
     assert (fields["calls"], fields["persona"], fields["ambiguity"], fields["turns"]) == (2, 1, 2, 1)
     assert {t["function"]["name"] for t in fields["tools"]} == {"messages/send", "messages/list"}
     assert all(set(t) == {"type", "function"} for t in fields["tools"])  # toolset fields stripped, as TRUSTEE
-    assert "temperature" not in request and request["frequency_penalty"] == 0.1
+    assert "temperature" not in request and "frequency_penalty" not in request  # TRUSTEE's author sends neither
     # TRUSTEE keeps the author's answer as it came: empty intent and persona, names it never checks.
     assert task["first_user_query"] == "Send my report" and task["user_intent"] == ""
     assert [c["name"] for c in task["expected_tool_calls"]] == ["not/offered"]
@@ -81,6 +81,7 @@ def test_toolbench_style_values_reach_the_tool_role_with_trustees_call_text_and_
                                            "call": history[-1]["tool_calls"][0]}).json()
     assert answer["outcome"] == "ok" and answer["is_error"] is False
     assert answer["result"] == '{"sent": true}' and answer["reward"] == 0.5
+    assert upstreams[0].requests[-1]["frequency_penalty"] == 0.1 and "temperature" not in upstreams[0].requests[-1]
     fields = _fields(upstreams[0].requests[-1], "TOOL")
     assert json.loads(fields["call"]) == {"type": "function", "function": {
         "name": "messages/send", "arguments": {"size": "500", "ids": "1,2"}}}
@@ -201,3 +202,15 @@ def test_trustees_tool_sampling_draws_any_category_and_never_tops_up_a_small_one
     assert {len(tools) for tools in theirs} == {1, 2}  # the small category, when drawn, gives its one tool
     assert all({t.category for t in tools} in ({"Big"}, {"Small"}) for tools in theirs)
     assert all(len(tools) == 2 and {t.category for t in tools} == {"Big"} for tools in ours)
+
+
+def test_every_start_records_the_library_it_draws_from(trustee, make_client, tmp_path, trustee_checkout):
+    from toolcanary.contract import LibraryRecord
+
+    trustee()
+    make_client()  # a second start, in the toolcanary mode, with the packaged library
+    lines = (tmp_path / "runs" / "test" / "simulator" / "libraries.jsonl").read_text().splitlines()
+    theirs, ours = (LibraryRecord.model_validate_json(line) for line in lines)
+    assert (theirs.mode, theirs.packaged, theirs.tools, theirs.trustee_commit) == ("trustee", False, 2, PINNED_COMMIT)
+    assert theirs.in_checkout == "verl/recipe/trustee/data/toolbench_tools.json"
+    assert (ours.mode, ours.packaged, ours.trustee_commit) == ("toolcanary", True, None) and ours.tools > 200

@@ -136,13 +136,15 @@ def monkeypatch_module():
 
 
 @pytest.fixture(scope="module")
-def volumes(tmp_path_factory, monkeypatch_module) -> Path:
-    """Volume roots with the seed rows written, and the environment train.sh would export."""
+def volumes(tmp_path_factory, monkeypatch_module, session_trustee_checkout) -> Path:
+    """Volume roots with the seed rows written, and the environment train.sh would export (mode trustee, with a
+    TRUSTEE-shaped checkout)."""
     from toolcanary.train.seed_data import write_seed_data
 
     root = tmp_path_factory.mktemp("volumes")
     env = {"TOOLCANARY_RUNS_DIR": root / "runs", "TOOLCANARY_RESULTS_DIR": root / "results",
-           "TOOLCANARY_CHECKPOINTS_DIR": root / "checkpoints", "TOOLCANARY_TRAIN_RUN": "r1"}
+           "TOOLCANARY_CHECKPOINTS_DIR": root / "checkpoints", "TOOLCANARY_TRAIN_RUN": "r1",
+           "TOOLCANARY_TRAIN_MODE": "trustee", "TOOLCANARY_TRAIN_TRUSTEE_DIR": session_trustee_checkout}
     for key, value in env.items():
         monkeypatch_module.setenv(key, str(value))
     write_seed_data(root / "runs" / "r1" / "data", 32, run="r1")

@@ -63,16 +63,23 @@ def run_in_read_only_workdir(command: list[str], cwd: Path, env: dict) -> subpro
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path):
+def _train_sh_env(tmp_path, **extra) -> dict:
+    volumes = tmp_path / "volumes"
+    clean = {k: v for k, v in os.environ.items() if k not in ("TOOLCANARY_TRAIN_MODE", "TOOLCANARY_TRAIN_TRUSTEE_DIR")}
+    return {**clean, "TOOLCANARY_RUNS_DIR": str(volumes / "runs"), "TOOLCANARY_RESULTS_DIR": str(volumes / "results"),
+            "TOOLCANARY_CHECKPOINTS_DIR": str(volumes / "checkpoints"), "TOOLCANARY_TRAIN_RUN": "r2",
+            "PYTHONDONTWRITEBYTECODE": "1", **extra}
+
+
+def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path, trustee_checkout):
     volumes = tmp_path / "volumes"
     workdir = tmp_path / "workdir"
     workdir.mkdir()
-    env = {**os.environ, "TOOLCANARY_RUNS_DIR": str(volumes / "runs"), "TOOLCANARY_RESULTS_DIR": str(volumes / "results"),
-           "TOOLCANARY_CHECKPOINTS_DIR": str(volumes / "checkpoints"), "TOOLCANARY_TRAIN_RUN": "r2",
-           "PYTHONDONTWRITEBYTECODE": "1"}
+    env = _train_sh_env(tmp_path, TRUSTEE_DIR=str(trustee_checkout))
     done = run_in_read_only_workdir(["bash", str(RECIPE / "train.sh"), "--check"], workdir, env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ok  attention 'sdpa' is installed" in done.stdout
+    assert f"ok  agent loop mode trustee: the TRUSTEE checkout at {trustee_checkout.resolve()}" in done.stdout
     assert list(workdir.iterdir()) == []  # no outputs/, tensorboard_log/ or anything else in the working dir
     assert (volumes / "runs" / "r2" / "data" / "val.parquet").is_file()  # seed rows, written by that user
     assert list((volumes / "runs" / "r2" / "trainer" / "hydra").iterdir())  # Hydra's run folder
@@ -198,3 +205,31 @@ def test_verls_dataset_keeps_every_seed_row_under_the_overlong_prompt_filter(rep
         assert len(create_rl_dataset(data[key], data, tokenizer, None, is_train=key == "train_files")) == rows
     tight = OmegaConf.merge(data, {"max_prompt_length": 4})
     assert len(create_rl_dataset(data.val_files, tight, tokenizer, None, is_train=False)) == 0
+
+
+def test_train_sh_refuses_a_missing_or_foreign_trustee_checkout_before_ray(tmp_path, make_trustee_checkout):
+    """The GPU recipe runs in mode trustee by default: without the checkout it reads, it stops at the check."""
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    other = make_trustee_checkout(tmp_path / "other", commit="f" * 40)
+    for trustee_dir, message in ((tmp_path / "absent", "no folder at"), (other, "commit " + "f" * 40)):
+        env = _train_sh_env(tmp_path, TRUSTEE_DIR=str(trustee_dir))
+        done = run_in_read_only_workdir(["bash", str(RECIPE / "train.sh"), "--check"], workdir, env)
+        output = done.stdout + done.stderr
+        assert done.returncode != 0 and message in output and "checkout" in output, output[-2000:]
+
+
+def test_the_agent_loop_and_the_curriculum_must_play_the_same_mode(volumes, monkeypatch):
+    monkeypatch.setenv("TOOLCANARY_TRAIN_MODE", "toolcanary")
+    loops = _loops_in_mode(volumes, "trustee")
+    with pytest.raises(ContractError, match="the curriculum's mode"):
+        check_recipe(["--config-path", str(RECIPE), "--config-name", "trustee_qwen3_4b",
+                      f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}"])
+
+
+def _loops_in_mode(root, mode: str):
+    """A copy of the recipe's agent-loop registry with its mode fixed (the curriculum reads the environment)."""
+    text = (RECIPE / "agent_loops.yaml").read_text().replace("${oc.env:TOOLCANARY_TRAIN_MODE,trustee}", mode)
+    path = root / f"agent_loops_{mode}.yaml"
+    path.write_text(text)
+    return path

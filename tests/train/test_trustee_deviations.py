@@ -255,45 +255,40 @@ def test_values_compare_as_trustees_yaml_means_them(trustee, here, equal):
 
 # --- the simulator block ---------------------------------------------------------------------------------
 
-TRUSTEE_MODE = "mode" in SimulatorSettings.model_fields
 # The reference's facts that are settings of the simulator service; the rest of the block (messages, parsing,
 # failure handling, role inputs) is behaviour, in the README's Behaviour table.
 ROLE_CALL_FACTS = ("temperature", "frequency_penalty", "enable_thinking", "max_completion_tokens", "timeout_s",
                    "attempts_tool", "attempts_user", "attempts_verifier", "retry_delay_s")
-TASK_AUTHOR_FACTS = ("temperature", "max_completion_tokens", "timeout_s", "attempts")
+TASK_AUTHOR_FACTS = ("temperature", "frequency_penalty", "max_completion_tokens", "timeout_s", "attempts",
+                     "retry_delay_s")
 
 
-def _setting(settings: SimulatorSettings, *names: str):
-    """The first of `names` the settings have; the names are the trustee mode's fields, tried in order."""
-    for name in names:
-        if name in type(settings).model_fields:
-            return name, getattr(settings, name)
-    raise AssertionError(f"SimulatorSettings has none of the fields {names}")
-
-
-def trustee_mode_calls() -> dict[str, dict]:
+def trustee_mode_calls(trustee_dir) -> dict[str, dict]:
     """The simulator's role-call and task-author-call settings in the trustee mode, as the reference names them:
-    `retries` and `task_retries` are extra attempts, a temperature of None is not sent."""
-    settings = SimulatorSettings.from_env({}, mode="trustee")
+    `retries` are extra attempts, a temperature of None is not sent, the author never gets a frequency penalty,
+    and a retry delay counts only when the pause is fixed (as TRUSTEE's is)."""
+    settings = SimulatorSettings.from_env({}, mode="trustee", backend="llm", trustee_dir=trustee_dir)
     roles = ("tool", "user", "verifier")
     attempts = settings.retries + 1
     sent = "not sent" if settings.temperature is None else settings.temperature
-    name, task_tries = _setting(settings, "task_attempts", "task_retries", "retries_task")
+    fixed = settings.backoff == "fixed"
     return {
         "role_call": {
             "temperature": sent,
-            "frequency_penalty": _setting(settings, "frequency_penalty")[1],
+            "frequency_penalty": "not sent" if settings.frequency_penalty is None else settings.frequency_penalty,
             "enable_thinking": settings.enable_thinking,
             "max_completion_tokens": dict.fromkeys(roles, settings.max_tokens),
             "timeout_s": dict.fromkeys(roles, settings.timeout_s),
             "attempts_tool": attempts, "attempts_user": attempts, "attempts_verifier": attempts,
-            "retry_delay_s": settings.backoff_s,
+            "retry_delay_s": settings.backoff_s if fixed else f"doubling from {settings.backoff_s}",
         },
         "task_author_call": {
             "temperature": sent,
+            "frequency_penalty": "not sent",
             "max_completion_tokens": settings.max_tokens_task,
-            "timeout_s": _setting(settings, "task_timeout_s", "timeout_task_s")[1],
-            "attempts": task_tries if name == "task_attempts" else task_tries + 1,
+            "timeout_s": settings.timeout_s_task,
+            "attempts": settings.retries_task + 1,
+            "retry_delay_s": settings.backoff_s_task if fixed else f"doubling from {settings.backoff_s_task}",
         },
     }
 
@@ -316,10 +311,8 @@ def _mismatches(reference: dict, here: dict) -> list[str]:
     return wrong
 
 
-@pytest.mark.xfail(not TRUSTEE_MODE, strict=False,
-                   reason="SimulatorSettings has no `mode` field yet: the trustee mode's defaults are not merged")
-def test_the_simulators_trustee_mode_calls_the_roles_as_trustee_does():
-    wrong = _mismatches(_reference_calls(), trustee_mode_calls())
+def test_the_simulators_trustee_mode_calls_the_roles_as_trustee_does(trustee_checkout):
+    wrong = _mismatches(_reference_calls(), trustee_mode_calls(trustee_checkout))
     assert not wrong, "\n".join(wrong)
 
 

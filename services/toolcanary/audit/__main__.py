@@ -42,8 +42,13 @@ def build_parser(defaults: AuditSettings) -> argparse.ArgumentParser:
     inputs.add_argument(
         "--library",
         type=Path,
-        help="training tool library in TRUSTEE's format "
-        f"(default: TOOLCANARY_AUDIT_LIBRARY, else {defaults.library_path().name} of the simulator)",
+        help="training tool library in TRUSTEE's format (default: TOOLCANARY_AUDIT_LIBRARY, else the library "
+        "the run's simulator recorded in <runs>/RUN/simulator/libraries.jsonl)",
+    )
+    inputs.add_argument(
+        "--trustee-dir",
+        type=Path,
+        help="the TRUSTEE checkout, where a trustee-mode run's ToolBench library is found (TRUSTEE_DIR)",
     )
     inputs.add_argument(
         "--runs-dir", type=Path, help=f"runs root (TOOLCANARY_RUNS_DIR; default {defaults.runs_dir})"
@@ -98,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         settings = defaults.replace(
             library=args.library,
+            trustee_dir=args.trustee_dir,
             runs_dir=args.runs_dir,
             results_dir=args.results_dir,
             schema_threshold=args.schema_threshold,

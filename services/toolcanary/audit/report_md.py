@@ -25,6 +25,7 @@ class AuditInputs:
     library_tools: int
     reading: TaskReading
     settings: AuditSettings
+    library_source: str = ""
 
 
 def _num(value: float | None) -> str:
@@ -42,7 +43,7 @@ def _inputs(inputs: AuditInputs) -> list[str]:
     return [
         f"# Contamination audit: run `{inputs.run}`",
         "",
-        f"- Tool library: `{inputs.library}` ({inputs.library_tools} tools), plus "
+        f"- Tool library: `{inputs.library}` ({inputs.library_tools} tools; {inputs.library_source}), plus "
         f"{len(reading.task_tools)} tools that generated tasks offered and the library does not hold.",
         f"- Generated tasks: {len(reading.tasks)} distinct tasks from {reading.files} files under "
         f"`{reading.folder.name}/` ({reading.duplicates} repeats, {reading.other_roles} records of other roles); "

@@ -22,8 +22,8 @@ from toolcanary.audit.item_audit import ItemAudit, audit_items
 from toolcanary.audit.report_csv import audit_csv, robustness_csv
 from toolcanary.audit.report_md import AuditInputs, render
 from toolcanary.audit.robustness import Robustness, recompute
-from toolcanary.audit.settings import AuditSettings
-from toolcanary.audit.training_inputs import TaskReading, library_tools, read_tasks
+from toolcanary.audit.settings import DEFAULT_LIBRARY, AuditSettings
+from toolcanary.audit.training_inputs import TaskReading, library_tools, read_tasks, run_library
 from toolcanary.contract.errors import ContractError
 
 log = logging.getLogger(__name__)
@@ -102,9 +102,12 @@ def run_audit(
         seconds[stage] = round(time.perf_counter() - clock, 3)
         clock = time.perf_counter()
 
-    library = settings.library_path()
+    if settings.library is not None:
+        library, found = settings.library, "given with --library or TOOLCANARY_AUDIT_LIBRARY"
+    else:
+        library, found = run_library(settings.runs_dir / run, DEFAULT_LIBRARY, settings.trustee_dir)
     tools = library_tools(library)
-    log.info("library %s: %d tools", library, len(tools))
+    log.info("library %s: %d tools (%s)", library, len(tools), found)
     lap("library")
     reading = read_tasks(settings.runs_dir / run, {(t.name, t.description) for t in tools}, progress)
     log.info(
@@ -118,7 +121,7 @@ def run_audit(
     flagged = {(a.item.category, a.item.id) for a in audits if a.flags}
     robustness = recompute(settings.results_dir / run, flagged)
     lap("robustness")
-    inputs = AuditInputs(run, str(library), len(tools), reading, settings)
+    inputs = AuditInputs(run, str(library), len(tools), reading, settings, found)
     folder = settings.results_dir / run / "audit"
     write_outputs(
         folder,

@@ -21,7 +21,8 @@ from toolcanary.contract.errors import ContractError
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # The simulator's packaged library; referenced by path so the eval image need not import the simulator.
 DEFAULT_LIBRARY = Path(toolcanary.__file__).parent / "simulator" / "data" / "default_library.json"
-SHARED_DIRS = {"runs_dir": "TOOLCANARY_RUNS_DIR", "results_dir": "TOOLCANARY_RESULTS_DIR"}
+# The stack's own names: the volume roots, and .env's TRUSTEE checkout (a trustee-mode run's library is in it).
+SHARED_DIRS = {"runs_dir": "TOOLCANARY_RUNS_DIR", "results_dir": "TOOLCANARY_RESULTS_DIR", "trustee_dir": "TRUSTEE_DIR"}
 ENV_PREFIX = "TOOLCANARY_AUDIT_"
 
 
@@ -32,7 +33,9 @@ class AuditSettings:
     runs_dir: Path = REPO_ROOT / "volumes" / "runs"
     results_dir: Path = REPO_ROOT / "volumes" / "results"
     library: Path | None = None
-    """Training tool library; None means the simulator's default library."""
+    """Training tool library; None: the one the run's simulator recorded (libraries.jsonl)."""
+    trustee_dir: Path | None = None
+    """The TRUSTEE checkout, where a trustee-mode run's library is found outside the container."""
     schema_threshold: float = 0.8
     """TF-IDF cosine (name + description + parameter names) at or above which a schema is a near duplicate."""
     query_threshold: float = 0.5
@@ -56,16 +59,13 @@ class AuditSettings:
         defaults, values = cls(), {}
         for spec in dataclasses.fields(cls):
             name = SHARED_DIRS.get(spec.name, ENV_PREFIX + spec.name.upper())
-            if name in environ:
+            if environ.get(name, "") != "":  # .env's empty entries (TRUSTEE_DIR=) mean unset
                 values[spec.name] = _convert(name, environ[name], spec.name, getattr(defaults, spec.name))
         return cls(**values).validated()
 
     def replace(self, **changes: object) -> AuditSettings:
         """A copy with the CLI values that were given (None means not given)."""
         return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None}).validated()
-
-    def library_path(self) -> Path:
-        return self.library if self.library is not None else DEFAULT_LIBRARY
 
     def validated(self) -> AuditSettings:
         for name in ("schema_threshold", "query_threshold"):
@@ -82,7 +82,7 @@ class AuditSettings:
 
 def _convert(name: str, raw: str, field: str, default: object) -> object:
     try:
-        if field == "library" or isinstance(default, Path):
+        if field in ("library", "trustee_dir") or isinstance(default, Path):
             return Path(raw)
         if isinstance(default, int):
             return int(raw)

@@ -1,5 +1,10 @@
 """What training showed the policy: the tool library and the generated tasks a run persisted.
 
+The library is the one the run's simulator recorded in `<runs>/<run>/simulator/libraries.jsonl` at each start
+(`run_library`): the packaged library, or a file it read (TRUSTEE's ToolBench library in the trustee mode, found
+again through `trustee_dir` when the audit runs outside the container). Its SHA-256 must match what the
+simulator read; a run whose starts used different libraries needs `--library` to say which.
+
 Tasks come from `<runs>/<run>/simulator/step_*.jsonl` (one `RoleRecord` per line; task-author lines hold the
 `SimulatedTask` in `response["task"]`). A line that is not JSON, not a record, or holds no valid task is
 skipped and counted per reason: a damaged log must not hide the rest of the run. A tool a generated task
@@ -11,6 +16,7 @@ because the policy saw it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
@@ -21,7 +27,9 @@ from typing import Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from toolcanary.contract.simulator_api import ROLES, RoleRecord
+from toolcanary.contract.append_only import read_lines, refused_line
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.simulator_api import LIBRARIES_FILE, ROLES, LibraryRecord, RoleRecord
 from toolcanary.contract.tasks import SimulatedTask, load_tool_library
 
 log = logging.getLogger(__name__)
@@ -143,3 +151,43 @@ def read_tasks(
             "%s: skipped %d lines (%s)", reading.folder, sum(reading.skipped.values()), dict(reading.skipped)
         )
     return reading
+
+
+def run_library(run_folder: Path, packaged: Path, trustee_dir: Path | None = None) -> tuple[Path, str]:
+    """The library the run's simulator drew tasks from, and how it was found.
+
+    Raises:
+        ContractError: the run used several libraries, or the one it used is not here or has changed.
+    """
+    path = run_folder / "simulator" / LIBRARIES_FILE
+    records = []
+    for number, line in read_lines(path).lines:
+        try:
+            records.append(LibraryRecord.model_validate_json(line))
+        except ValidationError:
+            raise refused_line(path, number, "a LibraryRecord (one simulator start)", line) from None
+    if not records:
+        return packaged, "the packaged library (the run recorded none)"
+    distinct = {r.sha256: r for r in records}
+    if len(distinct) > 1:
+        listed = "; ".join(f"{r.path} ({r.tools} tools, sha256 {r.sha256[:12]})" for r in distinct.values())
+        raise ContractError(str(path), "one library for the whole run", f"{len(distinct)}: {listed}",
+                            "Pass --library with the one to audit")
+    record = next(iter(distinct.values()))
+    if record.packaged:
+        candidates = [packaged]
+    else:
+        candidates = [Path(record.path)]
+        if record.in_checkout and trustee_dir is not None:
+            candidates.insert(0, Path(trustee_dir) / record.in_checkout)
+    for candidate in candidates:
+        if candidate.is_file():
+            if hashlib.sha256(candidate.read_bytes()).hexdigest() != record.sha256:
+                raise ContractError(str(candidate), f"the library the run's simulator read (sha256 {record.sha256})",
+                                    "a file with other contents",
+                                    "Audit with the version the run used (--library), or check out TRUSTEE at "
+                                    f"{record.trustee_commit}" if record.trustee_commit else "")
+            return candidate, f"recorded by the run's simulator ({record.mode} mode)"
+    raise ContractError(str(path), f"the run's library ({record.path}) readable here", "not found at "
+                        + ", ".join(map(str, candidates)),
+                        "Set TRUSTEE_DIR (or --trustee-dir) to the TRUSTEE checkout, or pass --library")

@@ -52,8 +52,10 @@ from toolcanary.contract.hermes import (
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
 from toolcanary.contract.simulator_api import (
     ABORT_CAUSES,
+    LIBRARIES_FILE,
     ROLES,
     Health,
+    LibraryRecord,
     Outcome,
     RoleRecord,
     TaskRequest,
@@ -76,7 +78,8 @@ from toolcanary.contract.tasks import (
 
 # 1.1: train_metrics.csv gained the aborted_<cause> columns and Health its probe and checks; the trainer
 # refuses a simulator of another version before step 1.
-# 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores).
+# 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores); the simulator
+# records the library it draws from in libraries.jsonl.
 CONTRACT_VERSION = "1.2"
 
 __all__ = [
@@ -110,6 +113,8 @@ __all__ = [
     "MalformedCall",
     "Message",
     "OFFLINE_CATEGORIES",
+    "LIBRARIES_FILE",
+    "LibraryRecord",
     "Outcome",
     "ParsedTurn",
     "ROLES",

@@ -147,3 +147,27 @@ class RoleRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+
+
+LIBRARIES_FILE = "libraries.jsonl"
+
+
+class LibraryRecord(BaseModel):
+    """One line of `<runs>/<run>/simulator/libraries.jsonl`, appended at every start of the simulator: the tool
+    library its task author draws from, so that the contamination audit checks the library the run trained on.
+
+    `packaged`: the library that ships with ToolCanary (its path differs from image to image; `sha256` says which
+    version). Otherwise `path` is where the simulator read it; `in_checkout` is that path inside the TRUSTEE
+    checkout (trustee mode), so that a reader with the checkout elsewhere (the host, not /trustee) finds it.
+    """
+
+    contract_version: str
+    time: str = Field(description="ISO-8601 UTC time the simulator started")
+    run: str
+    mode: Literal["trustee", "toolcanary"]
+    path: str
+    packaged: bool
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    tools: int = Field(ge=0)
+    trustee_commit: str | None = None
+    in_checkout: str | None = None

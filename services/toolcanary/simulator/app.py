@@ -85,6 +85,7 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
     metrics = Metrics()
     backend = backend or build_backend(settings, index, metrics)
     store = RecordStore(settings.records_dir)
+    store.note_library(settings, index)
     service = SimulatorService(settings, backend, store, metrics)
     log.info("simulator: backend=%s run=%s library=%s (%d tools) records=%s tasks reloaded=%d",
              backend.name, settings.run, settings.library, len(index), settings.records_dir, len(service.registry))

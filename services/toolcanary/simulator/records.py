@@ -2,6 +2,7 @@
 
     <runs_dir>/<run>/simulator/step_0007.jsonl     # calls whose request said step=7
     <runs_dir>/<run>/simulator/step_none.jsonl     # calls without a step
+    <runs_dir>/<run>/simulator/libraries.jsonl     # the tool library of every start (a `LibraryRecord` each)
 
 Each line is a `RoleRecord`, under the append-only rule of `toolcanary.contract.append_only`: a service killed
 mid-write leaves at most one torn last line; the next service to open the file fences it off and starts on a
@@ -12,18 +13,30 @@ off is refused: the service does not start on records it cannot trust. A whole l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
 from pydantic import ValidationError
 
-from toolcanary.contract import DifficultySettings, RoleRecord, SimulatedTask
-from toolcanary.contract.append_only import ReadLines, fence_torn_tail, iter_lines, refused_line
+from toolcanary.contract import (
+    CONTRACT_VERSION,
+    LIBRARIES_FILE,
+    DifficultySettings,
+    LibraryRecord,
+    RoleRecord,
+    SimulatedTask,
+)
+from toolcanary.contract.append_only import ReadLines, append_text, fence_torn_tail, iter_lines, refused_line
+from toolcanary.contract.trustee_checkout import checkout_commit
+from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
+from toolcanary.simulator.settings import SimulatorSettings
 
 log = logging.getLogger(__name__)
 MAX_OPEN_FILES = 8
@@ -55,6 +68,18 @@ class RecordStore:
         while len(self._open) > MAX_OPEN_FILES:
             self._open.popitem(last=False)[1].close()
         return handle
+
+    def note_library(self, settings: SimulatorSettings, index: LibraryIndex) -> None:
+        """Append which library this start draws tasks from (the audit reads it)."""
+        path = Path(index.path).resolve()
+        trustee = Path(settings.trustee_dir).resolve() if settings.mode == "trustee" else None
+        record = LibraryRecord(
+            contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="seconds"),
+            run=settings.run, mode=settings.mode, path=str(path), packaged=path == DEFAULT_LIBRARY_PATH.resolve(),
+            sha256=hashlib.sha256(path.read_bytes()).hexdigest(), tools=len(index),
+            trustee_commit=checkout_commit(trustee) if trustee else None,
+            in_checkout=str(path.relative_to(trustee)) if trustee and path.is_relative_to(trustee) else None)
+        append_text(self.directory / LIBRARIES_FILE, record.model_dump_json() + "\n")
 
     def append(self, record: RoleRecord) -> Path:
         """Write one record and flush it to the operating system before returning."""

@@ -78,8 +78,9 @@ class SimulatorSettings(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature sent to the upstream; "
                                                                     "none: not sent, the server's default applies "
                                                                     "(mode default: trustee none, toolcanary 0.7)")
-    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty sent with every role "
-                                                                           "call (mode default: trustee 0.1, "
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty sent with every tool, "
+                                                                           "user and verifier call, never the "
+                                                                           "author's (mode default: trustee 0.1, "
                                                                            "toolcanary none: not sent)")
     enable_thinking: bool = Field(True, description="ask Qwen3 upstreams to think before answering")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of the probe /health sends each upstream "

@@ -106,7 +106,7 @@ class LlmBackend:
                 exponential = settings.backoff == "exponential"
                 await asyncio.sleep(pause_s * 2 ** (attempt - 1) * (1 + random.random() / 2) if exponential else pause_s)
             try:
-                completion = await self.pool.complete(messages, max_tokens, timeout_s)
+                completion = await self.pool.complete(messages, max_tokens, timeout_s, author=author)
             except UpstreamError as err:
                 attempts.cause, attempts.detail = err.cause, err.detail
                 log.warning("%s attempt %d/%d: %s", role, attempt + 1, tries, err)

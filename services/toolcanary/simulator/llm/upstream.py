@@ -86,8 +86,10 @@ class UpstreamPool:
         order = self.urls[start:] + self.urls[:start]
         return min(order, key=lambda url: self.in_flight[url])
 
-    async def complete(self, messages: list[dict[str, str]], max_tokens: int, timeout_s: float) -> Completion:
-        """One chat completion of `messages`; sampling values the settings leave at None are not sent.
+    async def complete(self, messages: list[dict[str, str]], max_tokens: int, timeout_s: float,
+                       author: bool = False) -> Completion:
+        """One chat completion of `messages`; sampling values the settings leave at None are not sent, and the
+        frequency penalty goes with role calls only (TRUSTEE's task author sends none).
 
         Raises:
             UpstreamError: timeout, connection failure, an HTTP error status or a malformed body.
@@ -97,7 +99,7 @@ class UpstreamPool:
                       "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
-        if self.settings.frequency_penalty is not None:
+        if self.settings.frequency_penalty is not None and not author:
             body["frequency_penalty"] = self.settings.frequency_penalty
         self.in_flight[url] += 1
         result = "ok"
