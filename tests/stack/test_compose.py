@@ -108,3 +108,12 @@ def test_the_trustee_checkout_is_mounted_read_only_and_each_stack_names_its_mode
             environment = services[name]["environment"]
             assert environment[prefix + "MODE"] == mode and environment[prefix + "TRUSTEE_DIR"] == "/trustee", name
     assert (ROOT / "volumes" / "trustee" / ".gitkeep").is_file()
+
+
+def test_one_setting_switches_both_gpu_services_to_the_toolcanary_mode_for_an_ablation(example_env, tmp_path):
+    ablation = tmp_path / "ablation.env"
+    ablation.write_text(example_env.read_text().replace("\nSTACK_MODE=trustee\n", "\nSTACK_MODE=toolcanary\n"))
+    assert ablation.read_text() != example_env.read_text()
+    services = resolve(ablation, files=GPU_FILES)["services"]
+    assert services["simulator"]["environment"]["TOOLCANARY_SIMULATOR_MODE"] == "toolcanary"
+    assert services["trainer"]["environment"]["TOOLCANARY_TRAIN_MODE"] == "toolcanary"
