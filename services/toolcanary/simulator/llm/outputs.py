@@ -11,12 +11,12 @@ stays 0.5), the tool result and user response as text whatever their JSON type.
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 
-def _reward(value: Any) -> Any:
+def _ternary(value: Any) -> Any:
     if isinstance(value, bool):
         raise ValueError("reward must be -1, 0 or 1, not a boolean")
     if isinstance(value, str) and value.strip() in {"-1", "0", "1"}:
@@ -24,6 +24,22 @@ def _reward(value: Any) -> Any:
     if isinstance(value, float) and value in (-1.0, 0.0, 1.0):
         return int(value)
     return value
+
+
+def _clamped(value: Any) -> float:
+    if isinstance(value, bool):  # float(True) is 1.0; TRUSTEE's float() would accept it, a score it is not
+        raise ValueError("reward must be a number, not a boolean")
+    return max(-1.0, min(1.0, float(value)))
+
+
+def _json_text(value: Any) -> Any:
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+
+
+Ternary = Annotated[Literal[-1, 0, 1], BeforeValidator(_ternary)]
+Clamped = Annotated[float, BeforeValidator(_clamped)]
+ResultText = Annotated[str, BeforeValidator(_json_text)]
+AnyText = Annotated[str, BeforeValidator(lambda value: str(_json_text(value)))]
 
 
 class _Output(BaseModel):
@@ -62,45 +78,19 @@ class AuthorOutput(_Output):
 
 
 class ToolOutput(_Output):
-    result: str
-    reward: Literal[-1, 0, 1]
+    result: ResultText
+    reward: Ternary
     is_error: bool = False
-
-    @field_validator("result", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> Any:
-        return _reward(value)
 
 
 class UserOutput(_Output):
     response: str
-    reward: Literal[-1, 0, 1]
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> Any:
-        return _reward(value)
+    reward: Ternary
 
 
 class VerifierOutput(_Output):
-    reward: Literal[-1, 0, 1]
+    reward: Ternary
     reasoning: str
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> Any:
-        return _reward(value)
-
-
-def _clamped(value: Any) -> float:
-    if isinstance(value, bool):  # float(True) is 1.0; TRUSTEE's float() would accept it, a score it is not
-        raise ValueError("reward must be a number, not a boolean")
-    return max(-1.0, min(1.0, float(value)))
 
 
 class TrusteeAuthorOutput(_Output):
@@ -130,41 +120,16 @@ class TrusteeAuthorOutput(_Output):
 
 
 class TrusteeToolOutput(_Output):
-    result: str
-    reward: float
+    result: AnyText
+    reward: Clamped
     is_error: bool = False
-
-    @field_validator("result", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> Any:
-        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else str(value)
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> float:
-        return _clamped(value)
 
 
 class TrusteeUserOutput(_Output):
-    response: str
-    reward: float
-
-    @field_validator("response", mode="before")
-    @classmethod
-    def _text(cls, value: Any) -> str:
-        return str(value)
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> float:
-        return _clamped(value)
+    response: AnyText
+    reward: Clamped
 
 
 class TrusteeVerifierOutput(_Output):
-    reward: float
+    reward: Clamped
     reasoning: str = ""
-
-    @field_validator("reward", mode="before")
-    @classmethod
-    def _check_reward(cls, value: Any) -> float:
-        return _clamped(value)
