@@ -100,9 +100,7 @@ class SimulatorSettings(BaseModel):
     @classmethod
     def _mode_defaults(cls, data: Any) -> Any:
         if isinstance(data, dict):
-            mode = data.get("mode") or "toolcanary"
-            for name, value in MODE_DEFAULTS.get(mode, {}).items():
-                data.setdefault(name, value)
+            data = {**MODE_DEFAULTS.get(data.get("mode") or "toolcanary", {}), **data}
         return data
 
     @model_validator(mode="after")
