@@ -6,7 +6,7 @@ rendered deltas (mask 0) through verl's Continuous Token builder; the history is
 A simulator failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out
 of the loss and the group statistics); the trainers count the causes, and stop the run on a refused token. A
 task whose prompt is longer than the prompt budget is dropped the same way (`too_large`), as TRUSTEE's
-curriculum drops it, where verl would cut it silently.
+curriculum drops it, where verl would cut its head off (a log line, no more) and train on the rest.
 
 Two modes (`mode`), each the whole rule set of an episode:
 - `trustee` (the GPU recipe's): TRUSTEE's agent loop. Its system prompts, read from the checkout at
@@ -122,7 +122,8 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         record.task_id, record.call_expected = task.task_id, task.call_expected
         messages.append({"role": "user", "content": task.first_user_query})
         tools = [tool.model_dump(mode="json") for tool in task.tools]
-        # Built here rather than by ct_build_initial_tokens, which would cut an over-long prompt silently.
+        # Built here rather than by ct_build_initial_tokens, which left-truncates an over-long prompt (system
+        # prompt and tools first) with only a log warning.
         prompt_ids = await self.loop.run_in_executor(
             None, lambda: self.continuous_token_builder.build_initial_tokens(messages, tools=tools))
         if len(prompt_ids) > self.prompt_length:
