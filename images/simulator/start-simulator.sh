@@ -2,6 +2,8 @@
 # The simulator container's entry point: start vLLM with the simulator LLM on an internal port, wait until it
 # is healthy, then run the FastAPI simulator (llm backend) in front of it, and supervise both.
 #
+# - The simulator's settings are checked before vLLM starts (in mode trustee, the TRUSTEE checkout): refused
+#   settings end the container with status 2 at once.
 # - The simulator never starts in front of a vLLM that did not become healthy: when vLLM exits first, or is
 #   not healthy after SIMULATOR_VLLM_WAIT_S seconds, the script stops it and exits non-zero.
 # - Once both run, the first to exit ends the container: the other is stopped and the script exits with the
@@ -28,7 +30,7 @@
 #     SIMULATOR_HF_OVERRIDES= images/simulator/start-simulator.sh
 set -euo pipefail
 case "${1:-}" in
-  -h|--help) sed -n '2,29s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  -h|--help) sed -n '2,31s/^# \{0,1\}//p' "$0"; exit 0 ;;
   "") ;;
   *) echo "start-simulator: unexpected argument '$1' (it takes none; configure it through the environment, see --help)" >&2
      exit 2 ;;
@@ -44,6 +46,13 @@ done
 
 log() { echo "start-simulator: $*" >&2; }
 vllm_pid="" sim_pid=""
+simulator_args=(--host "${TOOLCANARY_SIMULATOR_HOST:-0.0.0.0}" --port "${TOOLCANARY_SIMULATOR_PORT:-8300}"
+                --backend llm --run "$TOOLCANARY_RUN" --upstream "http://127.0.0.1:${vllm_port}/v1")
+
+# The simulator's settings first (in mode trustee, the TRUSTEE checkout): a wrong one must stop the container
+# before vLLM spends minutes loading the model, not after.
+python3 -m toolcanary.simulator serve --check "${simulator_args[@]}" >&2 || {
+  status=$?; log "the simulator's settings were refused (above); vLLM was not started"; exit "$status"; }
 
 # SIGTERM first, SIGKILL after the grace period; never waits forever.
 stop() {
@@ -117,9 +126,7 @@ until healthy; do
 done
 log "vLLM is healthy; starting the simulator"
 
-python3 -m toolcanary.simulator serve --host "${TOOLCANARY_SIMULATOR_HOST:-0.0.0.0}" \
-  --port "${TOOLCANARY_SIMULATOR_PORT:-8300}" --backend llm --run "$TOOLCANARY_RUN" \
-  --upstream "http://127.0.0.1:${vllm_port}/v1" &
+python3 -m toolcanary.simulator serve "${simulator_args[@]}" &
 sim_pid=$!
 
 # Poll rather than `wait -n`: it behaves the same on every bash, and a signal still interrupts the short wait.

@@ -242,3 +242,19 @@ def test_serving_variables_reach_vllm_as_given_the_json_as_one_argument(containe
     assert flag(argv, "--max-model-len") == "65536"
     assert flag(argv, "--hf-overrides") == overrides
     assert env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") == "1"
+
+
+def test_a_refused_trustee_checkout_stops_the_container_before_vllm_starts(container, tmp_path):
+    box = container("healthy", env={"TOOLCANARY_SIMULATOR_MODE": "trustee",
+                                    "TOOLCANARY_SIMULATOR_TRUSTEE_DIR": str(tmp_path / "no-checkout")})
+    assert box.exit_status(within_s=60) == 2, box.output()
+    output = box.output()
+    assert "no folder at" in output and "vLLM was not started" in output, output
+    assert not box.pidfile.exists(), "vLLM was started although the settings were refused"
+
+
+def test_settings_that_hold_are_checked_and_reported_before_vllm_starts(container, trustee_checkout):
+    box = container("healthy", env={"TOOLCANARY_SIMULATOR_MODE": "trustee",
+                                    "TOOLCANARY_SIMULATOR_TRUSTEE_DIR": str(trustee_checkout)})
+    box.wait_until_serving()
+    assert "settings ok: backend llm, mode trustee" in box.output() and "(2 tools)" in box.output()

@@ -29,6 +29,7 @@ SERVE_EPILOG = """examples:
   python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
   python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
   python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://127.0.0.1:8000
+  python -m toolcanary.simulator serve --check --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://x
   TOOLCANARY_SIMULATOR_TOKEN=secret python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
 """
 VALIDATE_EPILOG = """examples:
@@ -63,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                            help=f"{fields[name].description}{shown}", choices=choices.get(name))
     serve.add_argument("--upstream", dest="upstreams", action="extend", nargs="+", default=None, metavar="URL",
                        help="OpenAI-compatible base URL(s); several after one flag or the flag repeated (llm backend)")
+    serve.add_argument("--check", action="store_true",
+                       help="check the settings (in mode trustee, the TRUSTEE checkout and its library) and exit "
+                            "without serving: exit 0 when they hold, 2 with the reason")
     check = verbs.add_parser("validate", help="check a library and that gold trajectories earn reward 1",
                              epilog=VALIDATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     check.add_argument("--library", type=Path, default=None, help="library JSON (default: the packaged one)")
@@ -95,8 +99,15 @@ def serve(args: argparse.Namespace) -> int:
 
     from toolcanary.simulator.app import create_app
 
-    overrides = {k: v for k, v in vars(args).items() if k != "verb"}
+    overrides = {k: v for k, v in vars(args).items() if k not in ("verb", "check")}
     settings = SimulatorSettings.from_env(**overrides)
+    if args.check:
+        from toolcanary.simulator.library_index import LibraryIndex
+
+        tools = len(LibraryIndex(settings.library))
+        print(f"settings ok: backend {settings.backend}, mode {settings.mode}, library {settings.library} "
+              f"({tools} tools)")
+        return 0
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = create_app(settings)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), workers=1)
