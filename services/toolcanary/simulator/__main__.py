@@ -27,8 +27,7 @@ EPILOG = """examples:
 """
 SERVE_EPILOG = """examples:
   python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
-  python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
-  python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://127.0.0.1:8000
+  python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://vllm-a:8000 http://vllm-b:8000
   python -m toolcanary.simulator serve --check --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://x
   TOOLCANARY_SIMULATOR_TOKEN=secret python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
 """
