@@ -147,7 +147,10 @@ def test_the_recipe_readme_serves_the_simulator_with_flags_vllm_accepts():
     assert commands, "the recipe README shows how to serve the simulator's LLM"
     for model, *flags in commands:
         parsed = make_arg_parser(FlexibleArgumentParser()).parse_args(["--model", model, *flags])
-        assert parsed.hf_overrides["rope_scaling"]["rope_type"] == "yarn" and parsed.max_model_len == 131072
+        # TRUSTEE's serving line, as the simulator image's start script passes it (trustee_reference.yaml).
+        assert parsed.hf_overrides == {"rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                                                           "original_max_position_embeddings": 32768}}
+        assert parsed.max_model_len == 131072
 
 
 def free_port() -> int:
