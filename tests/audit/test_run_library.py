@@ -56,6 +56,9 @@ def test_a_changed_library_and_a_run_on_two_libraries_are_refused(tmp_path, trus
     changed = _record(library, sha="0" * 64)
     with pytest.raises(ContractError, match="other contents"):
         run_library(_run(tmp_path, changed), DEFAULT_LIBRARY)
+    packaged_changed = _record(DEFAULT_LIBRARY, packaged=True, sha="0" * 64)
+    with pytest.raises(ContractError, match=r"other contents\. Audit with the version the run used \(--library\)"):
+        run_library(_run(tmp_path / "p", packaged_changed), DEFAULT_LIBRARY)
     two = _record(library) + _record(DEFAULT_LIBRARY, packaged=True)
     with pytest.raises(ContractError, match="one library for the whole run.*--library"):
         run_library(_run(tmp_path / "two", two), DEFAULT_LIBRARY)

@@ -183,10 +183,11 @@ def run_library(run_folder: Path, packaged: Path, trustee_dir: Path | None = Non
     for candidate in candidates:
         if candidate.is_file():
             if hashlib.sha256(candidate.read_bytes()).hexdigest() != record.sha256:
+                fix = "Audit with the version the run used (--library)"
+                if record.trustee_commit:
+                    fix += f", or check out TRUSTEE at {record.trustee_commit}"
                 raise ContractError(str(candidate), f"the library the run's simulator read (sha256 {record.sha256})",
-                                    "a file with other contents",
-                                    "Audit with the version the run used (--library), or check out TRUSTEE at "
-                                    f"{record.trustee_commit}" if record.trustee_commit else "")
+                                    "a file with other contents", fix)
             return candidate, f"recorded by the run's simulator ({record.mode} mode)"
     raise ContractError(str(path), f"the run's library ({record.path}) readable here", "not found at "
                         + ", ".join(map(str, candidates)),
