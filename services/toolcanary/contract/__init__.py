@@ -50,6 +50,7 @@ from toolcanary.contract.hermes import (
     render_tool_calls,
 )
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
+from toolcanary.contract.run_id import RUN_ID_RULE, RunId, check_run_id
 from toolcanary.contract.simulator_api import (
     ABORT_CAUSES,
     LIBRARIES_FILE,
@@ -83,6 +84,9 @@ from toolcanary.contract.tasks import (
 CONTRACT_VERSION = "1.2"
 
 __all__ = [
+    "RUN_ID_RULE",
+    "RunId",
+    "check_run_id",
     "ABORT_CAUSES",
     "ABORT_COLUMNS",
     "append_text",

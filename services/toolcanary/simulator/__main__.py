@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from toolcanary.contract import ContractError, DifficultySettings
-from toolcanary.simulator.settings import SimulatorSettings
+from toolcanary.settings import add_flags
+from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 
 EPILOG = """examples:
   python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
@@ -43,24 +44,13 @@ BUILD_EPILOG = """examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    fields = SimulatorSettings.model_fields
     parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     verbs = parser.add_subparsers(dest="verb", required=True)
     serve = verbs.add_parser("serve", help="run the HTTP service", epilog=SERVE_EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    choices = {"backend": ["scripted", "llm"], "mode": ["trustee", "toolcanary"], "backoff": ["fixed", "exponential"]}
-    for name, kind in [("host", str), ("port", int), ("backend", str), ("mode", str), ("trustee_dir", Path),
-                       ("run", str), ("runs_dir", Path), ("library", Path), ("seed", int), ("no_call_fraction", float),
-                       ("max_body_bytes", int), ("model", str), ("timeout_s", float), ("retries", int),
-                       ("backoff", str), ("backoff_s", float), ("retries_task", int), ("timeout_s_task", float),
-                       ("backoff_s_task", float), ("max_tokens", int), ("max_tokens_task", int),
-                       ("temperature", str), ("frequency_penalty", str), ("health_timeout_s", float),
-                       ("health_cache_s", float), ("task_cache_size", int), ("log_level", str)]:
-        default = fields[name].default
-        shown = "" if default is None else f" (default: {default})"
-        serve.add_argument(f"--{name.replace('_', '-')}", dest=name, type=kind, default=None,
-                           help=f"{fields[name].description}{shown}", choices=choices.get(name))
+    add_flags(serve, SimulatorSettings, skip=(*ENV_ONLY, "upstreams"),
+              kinds={"temperature": str, "frequency_penalty": str})
     serve.add_argument("--upstream", dest="upstreams", action="extend", nargs="+", default=None, metavar="URL",
                        help="OpenAI-compatible base URL(s); several after one flag or the flag repeated (llm backend)")
     serve.add_argument("--check", action="store_true",

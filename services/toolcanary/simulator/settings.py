@@ -15,18 +15,21 @@ fields marked "mode default" take the mode's value unless set; "none" in the env
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
 
-from toolcanary.contract import ContractError
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import ServiceSettings, env, project_root, volume
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = project_root()
 ENV_PREFIX = "TOOLCANARY_SIMULATOR_"
 RUNS_DIR_ENV = "TOOLCANARY_RUNS_DIR"
+# Secrets are read from the environment only, never from a flag (a flag shows in the process list).
+ENV_ONLY = ("token", "upstream_api_key")
 Mode = Literal["trustee", "toolcanary"]
 # What each mode puts in the fields left unset. TRUSTEE's values: trustee_reference.yaml in the GPU recipe.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -37,7 +40,7 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-class SimulatorSettings(BaseModel):
+class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """The simulator's configuration; field descriptions are the CLI help."""
 
     host: str = Field("127.0.0.1", description="interface to listen on (0.0.0.0 inside a container)")
@@ -46,9 +49,9 @@ class SimulatorSettings(BaseModel):
     mode: Mode = Field("toolcanary", description="whose prompts, library and call rules the llm backend plays: "
                                                  "trustee (TRUSTEE's, from trustee_dir) or toolcanary (ours)")
     trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at the pinned commit (mode trustee)")
-    run: str = Field("default", min_length=1, max_length=200, pattern=r"^[A-Za-z0-9._-]+$",
-                     description="run id: records go to <runs_dir>/<run>/simulator/")
-    runs_dir: Path = Field(REPO_ROOT / "volumes" / "runs", description="root of all run folders")
+    run: RunId = Field("default", description="run id: records go to <runs_dir>/<run>/simulator/")
+    runs_dir: Path = Field(volume("runs"), validation_alias=env(ENV_PREFIX + "RUNS_DIR", RUNS_DIR_ENV),
+                           description="root of all run folders")
     library: Path | None = Field(None, description="tool library JSON in TRUSTEE's format (mode default: "
                                                    "trustee: the checkout's toolbench_tools.json, toolcanary: the "
                                                    "packaged default_library.json)")
@@ -57,7 +60,8 @@ class SimulatorSettings(BaseModel):
                                     description="share of task keys made abstention tasks (no offered tool serves)")
     token: str | None = Field(None, description="bearer token required on every endpoint but /health")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest accepted request body")
-    upstreams: list[str] = Field(default_factory=list, description="OpenAI-compatible base URLs (llm backend)")
+    upstreams: Annotated[list[str], NoDecode] = Field(default_factory=list, description="OpenAI-compatible base "
+                                                      "URLs (llm backend); comma-separated in the environment")
     upstream_api_key: str | None = Field(None, description="API key sent to the upstreams, if they need one")
     model: str = Field("Qwen3-8B", description="served model name at the upstreams")
     timeout_s: float = Field(120.0, gt=0, description="per-attempt timeout of one upstream call")
@@ -90,6 +94,11 @@ class SimulatorSettings(BaseModel):
     task_cache_size: int = Field(256, ge=1, description="answered tasks kept in memory; older ones are read back "
                                                         "from an on-disk index, so memory stays flat over a run")
     log_level: str = Field("info", description="logging level")
+
+    @field_validator("upstreams", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        return [u.strip() for u in value.split(",") if u.strip()] if isinstance(value, str) else value
 
     @field_validator("temperature", "frequency_penalty", mode="before")
     @classmethod
@@ -126,32 +135,6 @@ class SimulatorSettings(BaseModel):
         from toolcanary.contract.trustee_checkout import TrusteeCheckout
 
         return TrusteeCheckout.open(self.trustee_dir).library_path
-
-    @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides: object) -> SimulatorSettings:
-        """Defaults, then the environment, then `overrides` (CLI values that are not None).
-
-        Raises:
-            ContractError: a value does not fit its field, naming the variable and what it takes.
-        """
-        environ = dict(os.environ if environ is None else environ)
-        values: dict[str, object] = {}
-        for name in cls.model_fields:
-            raw = environ.get(ENV_PREFIX + name.upper())
-            if raw is None and name == "runs_dir":
-                raw = environ.get(RUNS_DIR_ENV)
-            if raw is not None and raw != "":
-                values[name] = [u.strip() for u in raw.split(",") if u.strip()] if name == "upstreams" else raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        try:
-            return cls(**values)
-        except ValidationError as err:
-            first = err.errors()[0]
-            field = str(first["loc"][0]) if first["loc"] else "mode"
-            raise ContractError(
-                f"setting {field} (--{field.replace('_', '-')} or {ENV_PREFIX}{field.upper()})",
-                first["msg"], repr(first.get("input"))[:200], "Fix the flag or the environment variable.",
-            ) from err
 
     @property
     def records_dir(self) -> Path:

