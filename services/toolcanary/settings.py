@@ -144,12 +144,14 @@ class ServiceSettings(BaseSettings):
             return ContractError("settings", first["msg"].removeprefix("Value error, "),
                                  repr(first.get("input"))[:200], "Fix the flags or the environment variables.")
         expected = first["msg"].removeprefix("Value error, ")
-        if first["type"] == "string_pattern_mismatch" and first.get("ctx", {}).get("pattern") == RUN_ID_PATTERN:
+        if first["type"].endswith(("_parsing", "_type")):
+            expected = f"a value of type {getattr(_kind(cls.model_fields[field].annotation)[0], '__name__', 'str')}"
+        elif first["type"] == "string_pattern_mismatch" and first.get("ctx", {}).get("pattern") == RUN_ID_PATTERN:
             expected = RUN_ID_RULE
+        # The variable ends the place named, so a message reads "... or VARIABLE: expected ..., got ...".
         return ContractError(
-            f"setting {field} ({cls.flag(field)} or {' / '.join(cls.env_names(field))})",
-            expected, repr(first.get("input"))[:200],
-            "Fix the flag or the environment variable.",
+            f"setting {field}, flag {cls.flag(field)} or environment variable {' / '.join(cls.env_names(field))}",
+            expected, repr(first.get("input"))[:200], "Fix the flag or the environment variable.",
         )
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from toolcanary.audit.bfcl_items import load_bfcl_items
 from toolcanary.audit.item_audit import FLAGS
@@ -19,6 +18,7 @@ from toolcanary.audit.run_audit import run_audit
 from toolcanary.audit.settings import AuditSettings
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.errors import ContractError
+from toolcanary.settings import add_flags, given
 
 EPILOG = """examples:
   python -m toolcanary.audit --run demo
@@ -26,6 +26,10 @@ EPILOG = """examples:
   python -m toolcanary.audit --run demo --categories simple_python live_simple --top-k 5
   TOOLCANARY_RESULTS_DIR=/data/results python -m toolcanary.audit --run demo --schema-threshold 0.85
 """
+
+
+MEASURES = ("schema_threshold", "query_threshold", "query_ngram", "min_query_words", "verbatim_ngram",
+            "top_k", "chunk_rows")
 
 
 def build_parser(defaults: AuditSettings) -> argparse.ArgumentParser:
@@ -40,55 +44,15 @@ def build_parser(defaults: AuditSettings) -> argparse.ArgumentParser:
         "--run", required=True, help="run name: reads <runs>/RUN/simulator, writes <results>/RUN/audit"
     )
     inputs.add_argument(
-        "--library",
-        type=Path,
-        help="training tool library in TRUSTEE's format (default: TOOLCANARY_AUDIT_LIBRARY, else the library "
-        "the run's simulator recorded in <runs>/RUN/simulator/libraries.jsonl)",
-    )
-    inputs.add_argument(
-        "--trustee-dir",
-        type=Path,
-        help="the TRUSTEE checkout, where a trustee-mode run's ToolBench library is found (TRUSTEE_DIR)",
-    )
-    inputs.add_argument(
-        "--runs-dir", type=Path, help=f"runs root (TOOLCANARY_RUNS_DIR; default {defaults.runs_dir})"
-    )
-    inputs.add_argument(
-        "--results-dir",
-        type=Path,
-        help=f"results root (TOOLCANARY_RESULTS_DIR; default {defaults.results_dir})",
-    )
-    inputs.add_argument(
         "--categories",
         nargs="+",
         default=list(OFFLINE_CATEGORIES),
         metavar="CATEGORY",
         help="BFCL categories to audit (default: the 17 offline ones)",
     )
-    measures = parser.add_argument_group("thresholds (see docs/audit.md)")
-    measures.add_argument(
-        "--schema-threshold", type=float, help=f"TF-IDF cosine (default {defaults.schema_threshold})"
-    )
-    measures.add_argument(
-        "--query-threshold", type=float, help=f"query TF-IDF cosine (default {defaults.query_threshold})"
-    )
-    measures.add_argument(
-        "--query-ngram", type=int, help=f"longest content-word n-gram (default {defaults.query_ngram})"
-    )
-    measures.add_argument(
-        "--min-query-words",
-        type=int,
-        help=f"shortest turn judged, in content words (default {defaults.min_query_words})",
-    )
-    measures.add_argument(
-        "--verbatim-ngram",
-        type=int,
-        help=f"n of the reported verbatim n-gram share (default {defaults.verbatim_ngram})",
-    )
-    measures.add_argument("--top-k", type=int, help=f"neighbours listed per item (default {defaults.top_k})")
-    measures.add_argument(
-        "--chunk-rows", type=int, help=f"rows per sparse product (default {defaults.chunk_rows})"
-    )
+    add_flags(inputs, AuditSettings, skip=MEASURES, defaults=defaults)
+    add_flags(parser.add_argument_group("thresholds (see docs/audit.md)"), AuditSettings,
+              skip=[n for n in AuditSettings.model_fields if n not in MEASURES], defaults=defaults)
     parser.add_argument("--quiet", action="store_true", help="no progress bars, warnings only")
     return parser
 
@@ -101,19 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             level=logging.WARNING if args.quiet else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-        settings = defaults.replace(
-            library=args.library,
-            trustee_dir=args.trustee_dir,
-            runs_dir=args.runs_dir,
-            results_dir=args.results_dir,
-            schema_threshold=args.schema_threshold,
-            query_threshold=args.query_threshold,
-            query_ngram=args.query_ngram,
-            min_query_words=args.min_query_words,
-            verbatim_ngram=args.verbatim_ngram,
-            top_k=args.top_k,
-            chunk_rows=args.chunk_rows,
-        )
+        settings = defaults.replace(**given(args, AuditSettings))
         items = load_bfcl_items(tuple(args.categories))
         result = run_audit(args.run, settings, items=items, progress=not args.quiet)
     except ContractError as err:

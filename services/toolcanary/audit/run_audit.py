@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,9 @@ from toolcanary.audit.robustness import Robustness, recompute
 from toolcanary.audit.settings import DEFAULT_LIBRARY, AuditSettings
 from toolcanary.audit.training_inputs import TaskReading, library_tools, read_tasks, run_library
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.run_id import check_run_id
 
 log = logging.getLogger(__name__)
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,7 @@ class AuditResult:
 
 def check_run(run: str, settings: AuditSettings) -> None:
     """The run name must be a plain folder name that exists under the runs or the results folder."""
-    if not RUN_NAME.match(run):
-        raise ContractError("--run", "a run name of letters, digits, '.', '_' or '-'", repr(run))
+    check_run_id(run)
     if (settings.runs_dir / run).is_dir() or (settings.results_dir / run).is_dir():
         return
     known = sorted(

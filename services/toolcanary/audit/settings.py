@@ -1,8 +1,9 @@
 """Every default of the contamination audit, in one place, with its environment-variable override.
 
-Each field `name` can be set with `TOOLCANARY_AUDIT_<NAME>`; the two shared folders use
-`TOOLCANARY_RUNS_DIR` and `TOOLCANARY_RESULTS_DIR`. CLI flags of the same name beat both. The three
-thresholds are the audit's published definitions: docs/audit.md explains how each was chosen.
+Each field `name` can be set with `TOOLCANARY_AUDIT_<NAME>`; the two shared folders also read
+`TOOLCANARY_RUNS_DIR` and `TOOLCANARY_RESULTS_DIR`, the TRUSTEE checkout .env's `TRUSTEE_DIR`. CLI flags of the
+same name beat both (toolcanary.settings). The three thresholds are the audit's published definitions:
+docs/audit.md explains how each was chosen.
 
     from toolcanary.audit.settings import AuditSettings
     settings = AuditSettings.from_env()
@@ -10,62 +11,58 @@ thresholds are the audit's published definitions: docs/audit.md explains how eac
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+from pydantic import Field
 
 import toolcanary
 from toolcanary.contract.errors import ContractError
+from toolcanary.settings import ServiceSettings, env, project_root, volume
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = project_root()
 # The simulator's packaged library; referenced by path so the eval image need not import the simulator.
 DEFAULT_LIBRARY = Path(toolcanary.__file__).parent / "simulator" / "data" / "default_library.json"
-# The stack's own names: the volume roots, and .env's TRUSTEE checkout (a trustee-mode run's library is in it).
-SHARED_DIRS = {"runs_dir": "TOOLCANARY_RUNS_DIR", "results_dir": "TOOLCANARY_RESULTS_DIR", "trustee_dir": "TRUSTEE_DIR"}
 ENV_PREFIX = "TOOLCANARY_AUDIT_"
 
 
-@dataclass
-class AuditSettings:
+class AuditSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """Defaults for `python -m toolcanary.audit`; docs/audit.md gives the meaning of each threshold."""
 
-    runs_dir: Path = REPO_ROOT / "volumes" / "runs"
-    results_dir: Path = REPO_ROOT / "volumes" / "results"
-    library: Path | None = None
-    """Training tool library; None: the one the run's simulator recorded (libraries.jsonl)."""
-    trustee_dir: Path | None = None
-    """The TRUSTEE checkout, where a trustee-mode run's library is found outside the container."""
-    schema_threshold: float = 0.8
-    """TF-IDF cosine (name + description + parameter names) at or above which a schema is a near duplicate."""
-    query_threshold: float = 0.5
-    """TF-IDF cosine (content words and word pairs) between a BFCL turn and a generated task at or above
-    which the turn overlaps the task."""
-    query_ngram: int = 2
-    """Longest content-word n-gram the query TF-IDF uses."""
-    min_query_words: int = 4
-    """Turns with fewer content words than this are too short to judge and never flag."""
-    verbatim_ngram: int = 3
-    """Word n-gram size of the reported verbatim containment (a score for the reader, not a flag)."""
-    top_k: int = 3
-    """Neighbours listed per BFCL item for schema similarity and query overlap."""
-    chunk_rows: int = 512
-    """BFCL rows per sparse product; bounds memory at scale (the benchmark varies it)."""
+    # The stack's own names: the volume roots, and .env's TRUSTEE checkout (a trustee-mode run's library is in it).
+    runs_dir: Path = Field(volume("runs"), validation_alias=env(ENV_PREFIX + "RUNS_DIR", "TOOLCANARY_RUNS_DIR"),
+                           description="runs root")
+    results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR",
+                                                                      "TOOLCANARY_RESULTS_DIR"),
+                              description="results root")
+    library: Path | None = Field(None, description="training tool library in TRUSTEE's format (default: the "
+                                                   "library the run's simulator recorded in "
+                                                   "<runs>/RUN/simulator/libraries.jsonl)")
+    trustee_dir: Path | None = Field(None, validation_alias=env(ENV_PREFIX + "TRUSTEE_DIR", "TRUSTEE_DIR"),
+                                     description="the TRUSTEE checkout, where a trustee-mode run's ToolBench "
+                                                 "library is found")
+    schema_threshold: float = Field(0.8, description="TF-IDF cosine (name + description + parameter names) at or "
+                                                     "above which a schema is a near duplicate")
+    query_threshold: float = Field(0.5, description="TF-IDF cosine (content words and word pairs) between a BFCL "
+                                                    "turn and a generated task at or above which the turn overlaps "
+                                                    "the task")
+    query_ngram: int = Field(2, description="longest content-word n-gram the query TF-IDF uses")
+    min_query_words: int = Field(4, description="turns with fewer content words than this are too short to judge "
+                                                "and never flag")
+    verbatim_ngram: int = Field(3, description="word n-gram size of the reported verbatim containment (a score for "
+                                               "the reader, not a flag)")
+    top_k: int = Field(3, description="neighbours listed per BFCL item for schema similarity and query overlap")
+    chunk_rows: int = Field(512, description="BFCL rows per sparse product; bounds memory at scale")
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> AuditSettings:
-        """Defaults overridden by TOOLCANARY_* variables, converted to each field's type."""
-        environ = dict(os.environ if environ is None else environ)
-        defaults, values = cls(), {}
-        for spec in dataclasses.fields(cls):
-            name = SHARED_DIRS.get(spec.name, ENV_PREFIX + spec.name.upper())
-            if environ.get(name, "") != "":  # .env's empty entries (TRUSTEE_DIR=) mean unset
-                values[spec.name] = _convert(name, environ[name], spec.name, getattr(defaults, spec.name))
-        return cls(**values).validated()
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> AuditSettings:
+        """Defaults overridden by TOOLCANARY_* variables, then by `overrides`, checked."""
+        return super().from_env(environ, **overrides).validated()
 
     def replace(self, **changes: object) -> AuditSettings:
         """A copy with the CLI values that were given (None means not given)."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None}).validated()
+        return self.model_copy(update={k: v for k, v in changes.items() if v is not None}).validated()
 
     def validated(self) -> AuditSettings:
         for name in ("schema_threshold", "query_threshold"):
@@ -78,21 +75,3 @@ class AuditSettings:
             if getattr(self, name) < 1:
                 raise ContractError(f"--{name}", "a positive integer", repr(getattr(self, name)))
         return self
-
-
-def _convert(name: str, raw: str, field: str, default: object) -> object:
-    try:
-        if field in ("library", "trustee_dir") or isinstance(default, Path):
-            return Path(raw)
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-    except ValueError:
-        raise ContractError(
-            f"environment variable {name}",
-            f"a value of type {type(default).__name__}",
-            repr(raw),
-            f"Fix or unset {name}",
-        ) from None
-    return raw

@@ -18,6 +18,7 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.evaluate.runner import PassOptions, PassRefused, run_pass
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.command import served_model_name
+from toolcanary.settings import add_flags
 
 RUN_EXAMPLES = """examples:
   python -m toolcanary.evaluate run --run grpo1 --step 200 --pass 1 --base-url http://serve:8000/v1 --model grpo1-step0200
@@ -32,7 +33,15 @@ ALL_EXAMPLES = """examples:
 """
 
 
+# Fields whose flags the subcommands declare themselves (below); the others come from add_flags.
+OWN_FLAGS = ("results_dir", "checkpoints_dir", "base_url", "api_key", "threads", "request_timeout_s",
+             "request_retries", "phase_timeout_s", "sample", "seed", "overlong_counted_wrong", "run", "serving",
+             "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes", "watch_interval_s")
+
+
 def _common(parser: argparse.ArgumentParser) -> None:
+    add_flags(parser.add_argument_group("more settings (env TOOLCANARY_EVALUATE_<NAME>)"), EvalSettings,
+              skip=OWN_FLAGS)
     wiring = parser.add_argument_group("wiring (env TOOLCANARY_EVALUATE_<NAME>, TOOLCANARY_RESULTS_DIR, TOOLCANARY_CHECKPOINTS_DIR)")
     wiring.add_argument("--results-dir", type=Path, dest="results_dir")
     wiring.add_argument("--checkpoints-dir", type=Path, dest="checkpoints_dir")
@@ -92,9 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> EvalSettings:
-    names = ("results_dir", "checkpoints_dir", "base_url", "api_key", "threads", "request_timeout_s",
-             "request_retries", "phase_timeout_s", "overlong_counted_wrong", "serving", "serve_command",
-             "serve_port", "health_timeout_s", "repeat_passes", "watch_interval_s")
+    names = [n for n in EvalSettings.model_fields if n not in ("run", "sample", "seed", "repeat_steps")]
     changes = {n: getattr(args, n, None) for n in names}
     if getattr(args, "repeat_steps", None) is not None:
         changes["repeat_steps"] = tuple(args.repeat_steps)

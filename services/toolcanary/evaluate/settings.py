@@ -1,7 +1,8 @@
 """Every default of the evaluation client, in one place, with its environment-variable override.
 
-Each field `name` can be set with `TOOLCANARY_EVALUATE_<NAME>` (the two shared folders use
-`TOOLCANARY_RESULTS_DIR`, `TOOLCANARY_CHECKPOINTS_DIR` and the stack's `TOOLCANARY_RUN`); the CLI flags of the same name beat both.
+Each field `name` can be set with `TOOLCANARY_EVALUATE_<NAME>` (the two shared folders also read
+`TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_CHECKPOINTS_DIR`, the run the stack's `TOOLCANARY_RUN`); the CLI flags of
+the same name beat both (toolcanary.settings). `repeat_steps` is comma-separated in the environment.
 
     from toolcanary.evaluate.settings import EvalSettings
     settings = EvalSettings.from_env()
@@ -9,89 +10,69 @@ Each field `name` can be set with `TOOLCANARY_EVALUATE_<NAME>` (the two shared f
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
-from toolcanary.contract.errors import ContractError
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED_NAMES = {"results_dir": "TOOLCANARY_RESULTS_DIR", "checkpoints_dir": "TOOLCANARY_CHECKPOINTS_DIR", "run": "TOOLCANARY_RUN"}
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import ServiceSettings, env, project_root, volume
+
+REPO_ROOT = project_root()
 ENV_PREFIX = "TOOLCANARY_EVALUATE_"
 
 
-@dataclass
-class EvalSettings:
+class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """Defaults for `python -m toolcanary.evaluate`; see docs/evaluate.md for the meaning of each."""
 
     # The run id when --run is not given (the compose stack sets TOOLCANARY_RUN).
-    run: str = ""
-    results_dir: Path = REPO_ROOT / "volumes" / "results"
-    checkpoints_dir: Path = REPO_ROOT / "volumes" / "checkpoints"
-    base_url: str = "http://127.0.0.1:8000/v1"
-    api_key: str = "EMPTY"
-    threads: int = 8
+    run: RunId | Literal[""] = Field("", validation_alias=env(ENV_PREFIX + "RUN", "TOOLCANARY_RUN"),
+                                     description="run id when --run is not given")
+    results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR",
+                                                                      "TOOLCANARY_RESULTS_DIR"),
+                              description="root of the result folders")
+    checkpoints_dir: Path = Field(volume("checkpoints"), validation_alias=env(ENV_PREFIX + "CHECKPOINTS_DIR",
+                                                                              "TOOLCANARY_CHECKPOINTS_DIR"),
+                                  description="root of the checkpoint folders")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="the server's OpenAI API root, ending in /v1")
+    api_key: str = Field("EMPTY", description="API key sent to the server")
+    threads: int = Field(8, description="concurrent BFCL requests")
     # BFCL's own default; the server may clamp it (vLLM raises it to 0.01).
-    temperature: float = 0.001
+    temperature: float = Field(0.001, description="sampling temperature sent with each BFCL request")
     # Registry key BFCL files results under: no "_" (BFCL maps it to "/"), and "FC" forces function calling.
-    registry_key: str = "toolcanary-served-FC"
-    request_timeout_s: float = 600.0
-    request_retries: int = 2
-    probe_timeout_s: float = 60.0
-    phase_timeout_s: float = 6 * 3600.0
-    overlong_counted_wrong: bool = True
+    registry_key: str = Field("toolcanary-served-FC", description="BFCL registry key the results are filed "
+                                                                  "under (no '_', contains 'FC')")
+    request_timeout_s: float = Field(600.0, description="per-request timeout, seconds")
+    request_retries: int = Field(2, description="retries before a request counts as failed")
+    probe_timeout_s: float = Field(60.0, description="timeout of the pre-flight probe of the server, seconds")
+    phase_timeout_s: float = Field(6 * 3600.0, description="timeout of one BFCL phase (generate, evaluate), seconds")
+    overlong_counted_wrong: bool = Field(True, description="items longer than the served context count as wrong "
+                                                           "(false: left out of the total)")
     # Items per category (0: every item), drawn once per run with `seed` and kept for every pass (--sample).
-    sample: int = 0
-    seed: int = 0
+    sample: int = Field(0, description="items per BFCL category (0: every item)")
+    seed: int = Field(0, description="seed of the item sample")
     # Served-model name per checkpoint, shared with the serving side (see toolcanary.serve.command).
-    served_model_template: str = "{run}-step{step:04d}"
+    served_model_template: str = Field("{run}-step{step:04d}", description="served-model name of a checkpoint")
     # eval-all / watch: passes per step, ToolCanary's noise-floor design (three repeats at 0, 150, 200).
-    repeat_steps: tuple[int, ...] = (0, 150, 200)
-    repeat_passes: int = 3
-    serving: str = "local"
-    serve_command: str = ""
-    serve_port: int = 8000
-    serve_host: str = "127.0.0.1"
-    health_timeout_s: float = 1800.0
-    watch_interval_s: float = 60.0
-    compose_command: str = "docker compose"
-    compose_service: str = "serve"
+    repeat_steps: Annotated[tuple[int, ...], NoDecode] = Field(
+        (0, 150, 200), description="steps that get repeated passes (comma-separated in the environment)")
+    repeat_passes: int = Field(3, description="passes at each repeated step")
+    serving: str = Field("local", description="who serves the checkpoints for eval-all / watch: local or compose")
+    serve_command: str = Field("", description="command line that serves one checkpoint (serving local)")
+    serve_port: int = Field(8000, description="port of the locally served checkpoint")
+    serve_host: str = Field("127.0.0.1", description="host of the locally served checkpoint")
+    health_timeout_s: float = Field(1800.0, description="how long eval-all / watch wait for serve to list the "
+                                                        "checkpoint, seconds")
+    watch_interval_s: float = Field(60.0, description="how often watch looks for new checkpoints, seconds")
+    compose_command: str = Field("docker compose", description="the Compose command (serving compose)")
+    compose_service: str = Field("serve", description="the Compose service that serves checkpoints")
 
+    @field_validator("repeat_steps", mode="before")
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> EvalSettings:
-        """Defaults overridden by TOOLCANARY_* variables, converted to each field's type."""
-        environ = dict(os.environ if environ is None else environ)
-        values: dict[str, object] = {}
-        for spec in dataclasses.fields(cls):
-            name = SHARED_NAMES.get(spec.name, ENV_PREFIX + spec.name.upper())
-            if name in environ:
-                values[spec.name] = convert(name, environ[name], getattr(cls(), spec.name))
-        return cls(**values)
+    def _comma_separated(cls, value: Any) -> Any:
+        return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
 
     def replace(self, **changes: object) -> EvalSettings:
         """A copy with the CLI values that were given (None means not given)."""
-        return dataclasses.replace(self, **{k: v for k, v in changes.items() if v is not None})
-
-
-def convert(name: str, raw: str, default: object) -> object:
-    """Parse one environment value into the type of its default, or say what was expected."""
-    try:
-        if isinstance(default, bool):
-            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError(raw)
-            return raw.lower() in ("1", "true", "yes")
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        if isinstance(default, Path):
-            return Path(raw)
-        if isinstance(default, tuple):
-            return tuple(int(part) for part in raw.split(",") if part.strip())
-    except ValueError:
-        raise ContractError(
-            f"environment variable {name}", f"a value of type {type(default).__name__}", repr(raw),
-            f"Fix or unset {name}",
-        ) from None
-    return raw
+        return self.model_copy(update={k: v for k, v in changes.items() if v is not None})
