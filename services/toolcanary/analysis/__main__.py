@@ -13,7 +13,6 @@ import argparse
 import json
 import logging
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from toolcanary.analysis.data import BfclRun, TrainRun, data_paths, load_bfcl, load_training
@@ -23,6 +22,7 @@ from toolcanary.analysis.settings import FIGURES, FORMATS, RESULTS_DIR_ENV, RUN_
 from toolcanary.analysis.table import EXTENSIONS, RENDERERS, headline_rows
 from toolcanary.analysis.training import training_findings, training_prose
 from toolcanary.contract.errors import ContractError
+from toolcanary.settings import add_flags, given
 
 EPILOG = """examples:
   make_figures --table                                  # $TOOLCANARY_RUN, else the newest run
@@ -41,7 +41,7 @@ def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
     inputs.add_argument("--data", type=Path, default=None, metavar="DIR",
                         help=f"run folder holding bfcl_by_category.csv and train_metrics.csv (default: the newest "
                              f"run under {defaults.results_dir}; ${RESULTS_DIR_ENV} moves that root)")
-    inputs.add_argument("--run", default=defaults.run, metavar="RUN",
+    inputs.add_argument("--run", default=None, metavar="RUN",
                         help=f"analyse {defaults.results_dir}/RUN when --data is not given (default: ${RUN_ENV}, "
                              "else the newest run)")
     inputs.add_argument("--train-metrics", type=Path, default=None, metavar="PATH",
@@ -53,14 +53,19 @@ def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
                          help="write this figure (PNG and PDF) under DIR/figures/; repeatable")
     outputs.add_argument("--format", choices=FORMATS, default="md", help="table format (default: %(default)s)")
     statistics = parser.add_argument_group("statistics")
-    statistics.add_argument("--hac-maxlags", type=int, default=defaults.hac_maxlags, metavar="N",
+    statistics.add_argument("--hac-maxlags", type=int, default=None, metavar="N",
                             help="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 for 21 checkpoints)")
+    add_flags(statistics, AnalysisSettings, skip=("run", "hac_maxlags"), defaults=defaults)
     parser.add_argument("-v", "--verbose", action="store_true", help="log what is read and written")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    defaults = AnalysisSettings()
+    try:
+        defaults = AnalysisSettings.from_env()
+    except ContractError as error:
+        print(f"make_figures: error: {error}", file=sys.stderr)
+        return 2
     parser = build_parser(defaults)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
@@ -69,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("nothing to do: give --table, --findings and/or --fig")
     if args.hac_maxlags is not None and args.hac_maxlags < 0:
         parser.error(f"--hac-maxlags: expected a non-negative integer, got {args.hac_maxlags}")
-    settings = replace(defaults, hac_maxlags=args.hac_maxlags, run=args.run)
     try:
+        settings = AnalysisSettings.from_env(**given(args, AnalysisSettings))
         return analyse(args, figures, settings)
     except ContractError as error:
         print(f"make_figures: error: {error}", file=sys.stderr)

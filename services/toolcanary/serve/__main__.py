@@ -21,12 +21,13 @@ from pathlib import Path
 
 from toolcanary.contract import ContractError, read_checkpoint_manifest
 from toolcanary.serve.command import served_model_name, vllm_command
+from toolcanary.settings import project_root, volume
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = project_root()
 
 
 def checkpoints_root() -> Path:
-    return Path(os.environ.get("TOOLCANARY_CHECKPOINTS_DIR", REPO_ROOT / "volumes" / "checkpoints"))
+    return Path(os.environ.get("TOOLCANARY_CHECKPOINTS_DIR") or volume("checkpoints"))
 
 
 def thinking_flags(enable_thinking: bool) -> tuple[str, ...]:

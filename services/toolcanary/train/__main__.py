@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
 from toolcanary.settings import add_flags, given
+from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
 from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
 
 EPILOG = """examples:
