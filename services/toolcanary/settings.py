@@ -218,3 +218,28 @@ def _show(value: Any) -> str:
 def given(args: argparse.Namespace, settings: type[ServiceSettings]) -> dict[str, Any]:
     """The values of `settings`' fields that the command line gave (argparse leaves the others None)."""
     return {name: getattr(args, name) for name in settings.model_fields if getattr(args, name, None) is not None}
+
+
+def flag_problems(parser: argparse.ArgumentParser, settings: type[ServiceSettings], *, env_only: Iterable[str] = (),
+                  renamed: Mapping[str, str] | None = None, own_help: Iterable[str] = ()) -> list[str]:
+    """What is wrong with `parser` as the command line of `settings` (empty: nothing); for the tests.
+
+    Every field but `env_only` needs its flag (`renamed` maps a field to a flag of another name) writing to the
+    field, and, but for the flags in `own_help`, help that starts with the field's description.
+    """
+    renamed, env_only, own_help = dict(renamed or {}), set(env_only), set(own_help)
+    flags = {option: action for action in parser._actions for option in action.option_strings}
+    problems = []
+    for field, info in settings.model_fields.items():
+        flag = renamed.get(field, settings.flag(field))
+        if field in env_only:
+            if flag in flags:
+                problems.append(f"{flag}: {field} is read from the environment only")
+        elif flag not in flags:
+            problems.append(f"{settings.__name__}.{field} has no flag {flag} in {parser.prog}")
+        elif flags[flag].dest != field:
+            problems.append(f"{flag} writes {flags[flag].dest}, not {field}")
+        elif field not in own_help and field not in renamed and info.description and not (
+                (flags[flag].help or "").replace("%%", "%").startswith(info.description)):
+            problems.append(f"{flag}: help {flags[flag].help!r} is not the description {info.description!r}")
+    return problems

@@ -127,3 +127,11 @@ def test_the_cli_help_shows_copy_pasteable_examples():
     assert done.returncode == 0
     assert "examples:\n  python -m toolcanary.audit --run demo" in done.stdout
     assert "--schema-threshold" in done.stdout and "--library" in done.stdout
+
+
+def test_each_audit_setting_has_a_flag_whose_help_is_its_description():
+    from toolcanary.audit.__main__ import build_parser
+    from toolcanary.audit.settings import AuditSettings
+    from toolcanary.settings import flag_problems
+
+    assert flag_problems(build_parser(AuditSettings()), AuditSettings) == []
