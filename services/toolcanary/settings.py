@@ -24,7 +24,7 @@ import contextvars
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Self, get_args, get_origin
+from typing import Any, ClassVar, Literal, Self, get_args, get_origin
 
 from pydantic import AliasChoices, ValidationError
 from pydantic.fields import FieldInfo
@@ -72,6 +72,8 @@ class ServiceSettings(BaseSettings):
 
     model_config = SettingsConfigDict(extra="forbid", populate_by_name=True, env_ignore_empty=True,
                                       case_sensitive=False)
+    # The field named by an error of the whole model (a check across fields), e.g. the simulator's "mode".
+    whole_model_field: ClassVar[str | None] = None
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -139,7 +141,7 @@ class ServiceSettings(BaseSettings):
         first = err.errors()[0]
         where = str(first["loc"][0]) if first["loc"] else ""
         field = next((name for name in cls.model_fields
-                      if where == name or where.upper() in cls.env_names(name)), None)
+                      if where == name or where.upper() in cls.env_names(name)), cls.whole_model_field)
         if field is None:
             return ContractError("settings", first["msg"].removeprefix("Value error, "),
                                  repr(first.get("input"))[:200], "Fix the flags or the environment variables.")

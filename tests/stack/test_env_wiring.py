@@ -1,7 +1,7 @@
 """Every variable .env.example documents reaches something in the resolved Compose configuration.
 
 A service setting (TOOLCANARY_SIMULATOR_* -> simulator, the simulator token also -> trainer, TOOLCANARY_TRAIN_*
--> trainer, TOOLCANARY_EVALUATE_* and TOOLCANARY_AUDIT_* -> eval) must arrive in that service's environment
+-> trainer, TOOLCANARY_EVALUATE_* and TOOLCANARY_AUDIT_* -> eval, TOOLCANARY_ANALYSIS_* -> analysis) must arrive in that service's environment
 with the value from the env file; every other documented variable must change the resolved configuration
 (Compose interpolation) of the GPU stack or of the stack without GPUs (compose.cpu.yaml), except Compose's
 own COMPOSE_FILE, which tests/stack/test_cpu_variant.py covers. A variable the stack would silently ignore
@@ -22,6 +22,7 @@ ROUTES = {
     "TOOLCANARY_TRAIN_": {"trainer"},
     "TOOLCANARY_EVALUATE_": {"eval"},
     "TOOLCANARY_AUDIT_": {"eval"},
+    "TOOLCANARY_ANALYSIS_": {"analysis"},
 }
 # The trainer sends the simulator's bearer token with each role call.
 EXTRA_ROUTES = {"TOOLCANARY_SIMULATOR_TOKEN": {"trainer"}}
@@ -58,7 +59,7 @@ def sentinel(name: str, value: str) -> str:
 
 
 def test_the_example_documents_settings_of_every_service_and_some_interpolated_wiring():
-    assert {s for n in ROUTED for s in routes(n)} == {"simulator", "trainer", "eval"}
+    assert {s for n in ROUTED for s in routes(n)} == {"simulator", "trainer", "eval", "analysis"}
     assert {"RUN", "STEP", "SERVE_GPU", "TOOLCANARY_UID", "TOOLCANARY_COMMIT"} <= set(INTERPOLATED)
 
 

@@ -16,7 +16,7 @@ fields marked "mode default" take the mode's value unless set; "none" in the env
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
@@ -42,6 +42,8 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """The simulator's configuration; field descriptions are the CLI help."""
+
+    whole_model_field: ClassVar[str | None] = "mode"  # the checks across fields are the mode's
 
     host: str = Field("127.0.0.1", description="interface to listen on (0.0.0.0 inside a container)")
     port: int = Field(8300, ge=1, le=65535, description="TCP port")
