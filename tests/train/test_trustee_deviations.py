@@ -82,7 +82,12 @@ def equivalent_value(entry: dict):
     module, _, path = entry["python"].partition(":")
     value = importlib.import_module(module)
     for part in path.split("."):
-        value = value[part] if isinstance(value, dict) else getattr(value, part)
+        if isinstance(value, dict):
+            value = value[part]
+        elif isinstance(value, type) and part in getattr(value, "model_fields", {}):
+            value = value.model_fields[part].default  # a settings field: its declared default
+        else:
+            value = getattr(value, part)
     return value
 
 
