@@ -184,3 +184,17 @@ def test_each_variable_compose_gives_a_container_is_declared_by_what_runs_there(
         unknown = names - declared(CONTAINERS[service]) - RUN_ENV - set(NOT_SETTINGS)
         assert not unknown, f"compose gives {service} {sorted(unknown)}, which no settings class there reads"
     assert RUN_ENV <= declared([EvalSettings, AuditSettings, AnalysisSettings, TrainSettings, SimulatorSettings])
+
+
+def test_one_run_id_rule_for_every_service():
+    from toolcanary.contract import ContractError, check_run_id
+
+    longest = "r" * 100
+    assert check_run_id(longest) == longest and check_run_id("a.b_c-1") == "a.b_c-1"
+    for bad in ("r" * 101, ".hidden", "-flag", "a/b", "a b", ""):
+        with pytest.raises(ContractError, match="run id: 1-100 letters"):
+            check_run_id(bad)
+    for cls in (SimulatorSettings, TrainSettings, EvalSettings, AnalysisSettings, DemoSettings):
+        assert cls.from_env({}, run=longest).run == longest
+        with pytest.raises(ContractError, match="--run"):
+            cls.from_env({}, run="r" * 101)
