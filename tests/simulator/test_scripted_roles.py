@@ -117,7 +117,8 @@ def test_other_argument_values_earn_0_and_an_unneeded_tool_earns_minus_1(client,
         assert altered["reward"] == 0
     unneeded = next(t for t in task["tools"] if t["function"]["name"] != expected["name"])
     obj = SimulatedTask.model_validate(task)
-    from toolcanary.simulator.scripted.values import generate_value, rng_for
+    from toolcanary.simulator.calls import rng_for
+    from toolcanary.simulator.scripted.values import generate_value
 
     args = generate_value(unneeded["function"]["parameters"], "arguments", rng_for("x"), 0.0)
     answer = tool_answer(client, obj.model_dump(mode="json"), call(unneeded["function"]["name"], args))

@@ -54,6 +54,8 @@ from toolcanary.contract.simulator_api import (
     ABORT_CAUSES,
     LIBRARIES_FILE,
     ROLES,
+    GoldRequest,
+    GoldResponse,
     Health,
     LibraryRecord,
     Outcome,
@@ -80,7 +82,8 @@ from toolcanary.contract.tasks import (
 # refuses a simulator of another version before step 1.
 # 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores); the simulator
 # records the library it draws from in libraries.jsonl.
-CONTRACT_VERSION = "1.2"
+# 1.3: POST /v1/gold gives the ideal conversation for a task (the trainer's warm start asks it over HTTP).
+CONTRACT_VERSION = "1.3"
 
 __all__ = [
     "ABORT_CAUSES",
@@ -108,6 +111,8 @@ __all__ = [
     "ExpectedCall",
     "FunctionCall",
     "FunctionSpec",
+    "GoldRequest",
+    "GoldResponse",
     "Health",
     "LibraryTool",
     "MalformedCall",
