@@ -18,7 +18,8 @@ from toolcanary.contract.chat import ToolCall
 from toolcanary.contract.hermes import ParsedTurn
 from toolcanary.contract.simulator_api import ToolRequest, ToolResponse
 from toolcanary.contract.tasks import SimulatedTask
-from toolcanary.train.episode import EpisodeRecord, EpisodeSpec, truncate_middle, truncate_middle_trustee
+from toolcanary.contract.training_files import EpisodeRecord
+from toolcanary.train.episode import EpisodeSpec, truncate_middle, truncate_middle_trustee
 from toolcanary.train.simulator_client import SimulatorClient
 
 UNPARSED = "Error: Tool call is malformed or could not be parsed"
