@@ -92,6 +92,7 @@ def _glob(pattern: list[str], parts: tuple[str, ...]) -> bool:
 
 
 _HF = "Hugging Face transformers / vLLM"
+_PASS = "passes/step_[0-9][0-9][0-9][0-9]*_pass_*"
 _STEP = "step_[0-9][0-9][0-9][0-9]*"
 
 VOLUME_FILES: tuple[VolumeFile, ...] = (
@@ -118,7 +119,10 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("results", EPISODES_FILE, Lines(EpisodeRecord), "train (CPU run)"),
     VolumeFile("results", f"{EPISODES_DIR}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
     VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_COLUMNS), "evaluate"),
-    VolumeFile("results", f"passes/{_STEP}_pass_*/manifest.json", Document(EvalPassManifest), "evaluate"),
+    VolumeFile("results", f"{_PASS}/manifest.json", Document(EvalPassManifest), "evaluate"),
+    VolumeFile("results", f"{_PASS}/.lock", Foreign("empty lock file", "the pass's one writer (fcntl)"), "evaluate"),
+    VolumeFile("results", f"{_PASS}/logs/*.log", Foreign("log text", "bfcl-eval's generate and evaluate"),
+               "evaluate"),
     VolumeFile("results", "serving/*.log", Foreign("log text", "the policy server"), "evaluate"),
     VolumeFile("results", "tables/headline.md", Report("markdown table", "toolcanary.analysis"), "analysis"),
     VolumeFile("results", "tables/headline.csv", Report("CSV table", "toolcanary.analysis"), "analysis"),
@@ -134,6 +138,15 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
 )
 
 
+# Beside any append-only file (`append_only.lock_path`, `append_only.fence_path`), in every root.
+SIDECARS: tuple[VolumeFile, ...] = tuple(
+    VolumeFile(root, pattern, holds, "the file's writers")
+    for root in ROOTS
+    for pattern, holds in (("**/.*.lock", Foreign("empty lock file", "append_only.lock_path (fcntl)")),
+                           ("**/.*.torn", Foreign("fenced torn-line offsets", "append_only.fence_path")))
+)
+
+
 def match(root: str, relative: str | PurePosixPath) -> VolumeFile | None:
     """The first entry `<root>/<run>/<relative>` falls under, or None for a file no entry describes."""
-    return next((entry for entry in VOLUME_FILES if entry.matches(root, relative)), None)
+    return next((entry for entry in VOLUME_FILES + SIDECARS if entry.matches(root, relative)), None)
