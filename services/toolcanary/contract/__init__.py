@@ -2,7 +2,8 @@
 
 Importing this package pulls in the standard library and pydantic v2, nothing else, so every image and
 environment can depend on it. Bump `CONTRACT_VERSION` whenever a shape changes incompatibly; every service
-reports it and every manifest records it.
+reports it and every manifest records it. `volumes.VOLUME_FILES` names the type of every file a run writes
+under the volume roots; `loopback` holds the free-port and wait-until-ready helpers every launcher shares.
 
     from toolcanary.contract import SimulatedTask, parse_assistant_text, compute_aggregates
 """
