@@ -30,6 +30,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from toolcanary.contract import DifficultySettings, ToolCall, UserRequest, VerifyRequest
+from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.library_index import load_index
 from toolcanary.simulator.scripted import gold_trajectory, make_task
 from toolcanary.simulator.scripted.roles import tool_turn, user_turn, verify
@@ -37,12 +38,6 @@ from toolcanary.simulator.scripted.roles import tool_turn, user_turn, verify
 RESULTS = Path(__file__).parent / "results" / "simulator_throughput.json"
 STUB_ANSWER = json.dumps({"result": '{"status": "completed"}', "reward": 1, "response": "Thanks, that works.",
                           "reasoning": "All expected calls were made."})
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_stub(port: int, latency: float) -> None:

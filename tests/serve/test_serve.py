@@ -11,7 +11,6 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from toolcanary.contract import CONTRACT_VERSION
+from toolcanary.contract.loopback import free_port
 from toolcanary.evaluate.preflight import probe
 from toolcanary.serve.__main__ import cpu_build, cpu_defaults
 from toolcanary.serve.command import TOOL_FLAGS
@@ -151,12 +151,6 @@ def test_the_recipe_readme_serves_the_simulator_with_flags_vllm_accepts():
         assert parsed.hf_overrides == {"rope_parameters": {"rope_type": "yarn", "factor": 4.0,
                                                            "original_max_position_embeddings": 32768}}
         assert parsed.max_model_len == 131072
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_path: Path, *launcher: str):

@@ -6,7 +6,6 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator -q
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 import warnings
@@ -22,6 +21,7 @@ from starlette.routing import Route
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from toolcanary.contract.loopback import free_port  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
 from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402
 
@@ -76,12 +76,6 @@ def new_task():
 def diff():
     """`diff(**overrides)` -> a difficulty dict with small defaults."""
     return difficulty
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class StubUpstream:

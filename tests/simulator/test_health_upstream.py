@@ -20,13 +20,9 @@ import time
 import httpx
 import pytest
 
+from toolcanary.contract.loopback import free_port
+
 CACHE_S, TIMEOUT_S = 0.3, 0.5
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture

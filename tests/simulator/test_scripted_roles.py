@@ -117,7 +117,8 @@ def test_other_argument_values_earn_0_and_an_unneeded_tool_earns_minus_1(client,
         assert altered["reward"] == 0
     unneeded = next(t for t in task["tools"] if t["function"]["name"] != expected["name"])
     obj = SimulatedTask.model_validate(task)
-    from toolcanary.simulator.scripted.values import generate_value, rng_for
+    from toolcanary.simulator.calls import rng_for
+    from toolcanary.simulator.scripted.values import generate_value
 
     args = generate_value(unneeded["function"]["parameters"], "arguments", rng_for("x"), 0.0)
     answer = tool_answer(client, obj.model_dump(mode="json"), call(unneeded["function"]["name"], args))
@@ -183,3 +184,13 @@ def test_answering_without_any_call_is_penalised_and_the_user_gives_up_after_one
     history += [{"role": "user", "content": first["reply"]}, {"role": "assistant", "content": "Done, really."}]
     second = client.post("/v1/user", json={"task": task, "history": history}).json()
     assert second["done"] is True and second["reward"] == -1
+
+
+def test_post_gold_answers_the_gold_trajectory_and_needs_the_token(make_client, new_task):
+    client = make_client()
+    task = new_task(client, "gold-http", num_tools=3, expected_calls=2, expected_turns=1)
+    answer = client.post("/v1/gold", json={"task": task}).json()
+    assert answer["outcome"] == "ok"
+    assert answer["messages"] == dump(gold_trajectory(SimulatedTask.model_validate(task)))
+    guarded = make_client(token="secret", run="guarded")
+    assert guarded.post("/v1/gold", json={"task": task}).status_code == 401

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import psutil
 import pytest
 
 from toolcanary.contract import SimulatedTask
+from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.scripted import gold_trajectory
 
 SOAK_S = float(os.environ.get("TOOLCANARY_TEST_SOAK_S", "300"))
@@ -40,12 +40,6 @@ GROUP = 2
 THINK_S = 1.0  # where the policy would generate, before each call (a GPU policy turn takes longer)
 FIRST_MINUTE_S = min(60.0, SOAK_S / 5)
 TOLERANCE = 0.10
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def difficulty(**overrides) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,17 +24,13 @@ import httpx
 import pytest
 import yaml
 
+from toolcanary.contract.loopback import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "images" / "simulator" / "start-simulator.sh"
 FAKE_VLLM = Path(__file__).parent / "fake_vllm"
 SERVING = yaml.safe_load((ROOT / "recipes" / "trustee-qwen3-4b" / "trustee_reference.yaml").read_text())[
     "simulator"]["serving"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Container:

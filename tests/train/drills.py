@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import httpx
 
 from toolcanary.contract.csv_schemas import read_train_metrics
+from toolcanary.contract.loopback import free_port
 from toolcanary.train.publisher import read_published
 
 # The CPU run at its smallest: 2 groups x 2 episodes, 16-token turns, a 3-step warm start on 4 tasks.
@@ -25,12 +25,6 @@ SMALL = ["--tasks-per-step", "2", "--rollouts-per-task", "2", "--warm-start-task
          "--max-turn-tokens", "16", "--quiet", "--log-level", "WARNING"]
 # Columns that measure time, not what was trained.
 TIMING = {"step_seconds"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class SimulatorProcess:

@@ -108,6 +108,7 @@ def test_malformed_and_unknown_calls_are_answered_locally_with_minus_one(tokeniz
     tool_messages = [m for m in episode["transcript"] if m["role"] == "tool"]
     contents = sorted(m["content"] for m in tool_messages)
     assert "malformed tool call" in contents[0] and "not found" in contents[1]
+    assert all(m["is_error"] is True for m in tool_messages)  # the simulator reads the flag, not the text
     assert episode["tool_call_turns"] == 1 and episode["no_call_penalty"] is False
 
 

@@ -79,3 +79,14 @@ def test_template_drops_reasoning_before_the_last_user_query(tokenizer):
     assert "old thoughts" not in text and "<|im_start|>assistant\nanswer one<|im_end|>" in text
     assert "<|im_start|>assistant\n<think>\nnew thoughts\n</think>\n\nanswer two<|im_end|>" in text
     assert text.startswith("<|im_start|>user\nfirst<|im_end|>")
+
+
+def test_the_tokenizer_reads_the_simulators_packaged_library_as_data():
+    from importlib import resources
+
+    from toolcanary.train.tiny_tokenizer import DEFAULT_LIBRARY_RESOURCE, library_corpus
+
+    packaged = resources.files("toolcanary").joinpath(*DEFAULT_LIBRARY_RESOURCE)
+    assert packaged.is_file()  # the simulator's DEFAULT_LIBRARY_PATH, found without importing the simulator
+    corpus = library_corpus()
+    assert corpus and all(json.loads(line)["type"] == "function" for line in corpus)

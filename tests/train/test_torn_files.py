@@ -29,7 +29,7 @@ from toolcanary.train.verl_hooks import close_step, episode_dir, load_curriculum
 
 BASE = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
         "user_turns": 0, "tool_rewards": [1.0], "user_rewards": [], "invalid_calls": 0, "calls": 1,
-        "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train"}
+        "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train", "task_key": "k"}
 
 
 def record(step: int, n: int, **overrides) -> dict:

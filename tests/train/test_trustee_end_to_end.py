@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from aiohttp import web
 from conftest import ReplayClient, make_spec, run_episodes
 
 from toolcanary.contract.hermes import render_tool_call
+from toolcanary.contract.loopback import free_port
 
 ANSWERS = {
     "AUTHOR": {"expected_tool_calls": ["messages/send"], "user_intent": "send the weekly report",
@@ -70,15 +70,9 @@ class StubModel:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_one_trustee_episode_through_the_real_simulator(tokenizer, trustee_checkout, tmp_path):
     with StubModel() as model:
-        port = _free_port()
+        port = free_port()
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--backend", "llm", "--mode", "trustee", "--trustee-dir", str(trustee_checkout), "--run", "e2e",
                    "--runs-dir", str(tmp_path / "runs"), "--upstream", model.url, "--log-level", "warning"]

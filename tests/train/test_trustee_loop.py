@@ -152,6 +152,7 @@ def test_a_turn_without_a_parsable_call_gets_one_error_and_bad_calls_beside_good
     episode = out.extra_fields["episode"]
     tool_messages = [m for m in episode["transcript"] if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "Error: Tool call is malformed or could not be parsed"
+    assert tool_messages[0]["is_error"] is True
     assert episode["tool_rewards"][0] == -1.0 and len(stub.requests["tool"]) >= 1
     assert all(r["call"]["function"]["name"] == "get_weather" for r in stub.requests["tool"])
 

@@ -28,7 +28,8 @@ from toolcanary.train.verl_hooks import CurriculumAgentLoopManager, PublishingCh
 
 BASE = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
         "user_turns": 0, "tool_rewards": [], "user_rewards": [], "invalid_calls": 0, "calls": 1,
-        "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train", "reward": 1.0}
+        "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train", "reward": 1.0,
+        "episode_id": "e", "task_key": "k"}
 
 
 @pytest.fixture

@@ -80,7 +80,7 @@ def test_finished_steps_fold_into_metrics_and_the_curriculum(tmp_path):
     folder.mkdir(parents=True)
     base = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
             "user_turns": 0, "tool_rewards": [1.0], "user_rewards": [], "invalid_calls": 0, "calls": 1,
-            "response_length": 50, "num_turns": 4, "simulator_tokens": 10}
+            "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "episode_id": "e", "task_key": "k"}
     lines = [dict(base, step=1, reward=1.0), dict(base, step=1, reward=0.0, outcome="aborted"),
              dict(base, step=2, reward=-1.0)]
     for number, line in enumerate(lines):
@@ -134,7 +134,8 @@ def _finish_episodes(settings: TrainSettings, step: int, attempt: str, rewards: 
     folder.mkdir(parents=True, exist_ok=True)
     base = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
             "user_turns": 0, "tool_rewards": [], "user_rewards": [], "invalid_calls": 0, "calls": 1,
-            "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train"}
+            "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train", "episode_id": "e",
+            "task_key": "k"}
     with (folder / f"worker-{step}-{attempt}.jsonl").open("a") as handle:
         for reward in rewards:
             handle.write(json.dumps(dict(base, step=step, attempt=attempt, reward=reward)) + "\n")

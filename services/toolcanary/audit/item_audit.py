@@ -8,8 +8,6 @@ Flags (thresholds in `AuditSettings`, reasons in docs/audit.md):
 - `near_duplicate_schema`: some function's TF-IDF cosine to a training tool is >= `schema_threshold`;
 - `query_overlap`: some turn with >= `min_query_words` content words has a TF-IDF cosine >=
   `query_threshold` to one generated task.
-
-    python -c "from toolcanary.audit.item_audit import audit_items; help(audit_items)"
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@
 - query overlap: TF-IDF cosine over content words and word pairs between a BFCL turn and a generated
   task (fitted on both, so shared rare terms, the names, numbers and places a question is made of, weigh
   most); plus, for the listed neighbours only, the share of the turn's word n-grams found verbatim.
-
-    python -c "from toolcanary.audit.neighbours import schema_neighbours; help(schema_neighbours)"
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """`audit.md`: what was compared, counts per category, the robustness table, the flagged items with their
 neighbours, and what the audit cannot see.
-
-    python -c "from toolcanary.audit.report_md import render; help(render)"
 """
 
 from __future__ import annotations

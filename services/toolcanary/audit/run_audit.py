@@ -3,8 +3,6 @@
 Outputs go to `<results>/<run>/audit/`: `audit.csv`, `audit.md` and `robustness.csv`. They are written to
 temporary names first and renamed into place together at the end, so a failed audit leaves the previous
 one whole.
-
-    python -c "from toolcanary.audit.run_audit import run_audit; help(run_audit)"
 """
 
 from __future__ import annotations

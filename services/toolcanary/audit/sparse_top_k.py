@@ -4,8 +4,6 @@ A full left x right score matrix for 6,800 BFCL turns against 25,600 tasks would
 block of `chunk_rows` rows keeps memory at `chunk_rows x right` float32 cells whatever the sizes. The raw
 product is the dot product (cosine for l2-normalised TF-IDF rows, shared-item counts for binary rows); a
 `transform` turns counts into Jaccard similarity using the row sizes.
-
-    python -c "from toolcanary.audit.sparse_top_k import top_k; help(top_k)"
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Importing this package pulls in the standard library and pydantic v2, nothing else, so every image and
 environment can depend on it. Bump `CONTRACT_VERSION` whenever a shape changes incompatibly; every service
-reports it and every manifest records it.
+reports it and every manifest records it. `volumes.VOLUME_FILES` names the type of every file a run writes
+under the volume roots; `loopback` holds the free-port and wait-until-ready helpers every launcher shares.
 
     from toolcanary.contract import SimulatedTask, parse_assistant_text, compute_aggregates
 """
@@ -55,6 +56,8 @@ from toolcanary.contract.simulator_api import (
     ABORT_CAUSES,
     LIBRARIES_FILE,
     ROLES,
+    GoldRequest,
+    GoldResponse,
     Health,
     LibraryRecord,
     Outcome,
@@ -81,7 +84,8 @@ from toolcanary.contract.tasks import (
 # refuses a simulator of another version before step 1.
 # 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores); the simulator
 # records the library it draws from in libraries.jsonl.
-CONTRACT_VERSION = "1.2"
+# 1.3: POST /v1/gold gives the ideal conversation for a task (the trainer's warm start asks it over HTTP).
+CONTRACT_VERSION = "1.3"
 
 __all__ = [
     "RUN_ID_RULE",
@@ -112,6 +116,8 @@ __all__ = [
     "ExpectedCall",
     "FunctionCall",
     "FunctionSpec",
+    "GoldRequest",
+    "GoldResponse",
     "Health",
     "LibraryTool",
     "MalformedCall",

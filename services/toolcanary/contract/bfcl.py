@@ -22,7 +22,6 @@ class Category:
     group: Group
     kind: Kind
     items: int
-    offline: bool = True
 
 
 CATEGORIES: tuple[Category, ...] = (
@@ -45,10 +44,10 @@ CATEGORIES: tuple[Category, ...] = (
     Category("multi_turn_long_context", "multi_turn", "multi_turn", 200),
     # Opt-in: web search needs a paid backend and the live web; memory_vector downloads an embedding model.
     Category("memory_kv", "agentic", "agentic", 155),
-    Category("memory_vector", "agentic", "agentic", 155, offline=False),
+    Category("memory_vector", "agentic", "agentic", 155),
     Category("memory_rec_sum", "agentic", "agentic", 155),
-    Category("web_search_base", "agentic", "agentic", 100, offline=False),
-    Category("web_search_no_snippet", "agentic", "agentic", 100, offline=False),
+    Category("web_search_base", "agentic", "agentic", 100),
+    Category("web_search_no_snippet", "agentic", "agentic", 100),
 )
 BY_NAME: dict[str, Category] = {c.name: c for c in CATEGORIES}
 OFFLINE_CATEGORIES: tuple[str, ...] = tuple(c.name for c in CATEGORIES if c.group != "agentic")

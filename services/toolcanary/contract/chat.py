@@ -101,6 +101,3 @@ class ToolMessage(BaseModel):
 
 Message = Annotated[SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")]
 
-
-def tool_names(tools: list[ToolSchema]) -> list[str]:
-    return [tool.name for tool in tools]

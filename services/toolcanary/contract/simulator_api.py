@@ -101,6 +101,16 @@ class VerifyResponse(Outcome):
 
 
 # --- service ------------------------------------------------------------------------------------
+class GoldRequest(_Request):
+    """`POST /v1/gold`: the ideal conversation for a task the simulator authored, for a warm start."""
+
+    task: SimulatedTask
+
+
+class GoldResponse(Outcome):
+    messages: list[Message] = Field(default_factory=list, description="from the first user query on")
+
+
 class Health(BaseModel):
     """The 200 answer of the simulator's health routes.
 

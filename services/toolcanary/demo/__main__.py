@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import socket
 import sys
 import time
 
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS, WARM_START
+from toolcanary.contract.loopback import free_port
 from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
@@ -31,12 +31,6 @@ from toolcanary.settings import add_flags, given
 from toolcanary.train.settings import TrainSettings
 
 ENVIRONMENTS = ("simulator", "train", "serve", "eval", "analysis")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def build_parser() -> argparse.ArgumentParser:

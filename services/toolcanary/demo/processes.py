@@ -14,9 +14,9 @@ import os
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
+
+from toolcanary.contract.loopback import wait_until_ok
 
 logger = logging.getLogger(__name__)
 
@@ -73,19 +73,10 @@ class ProcessGroup:
     def wait_http(self, name: str, url: str, timeout_s: float, tick=None) -> None:
         """Wait until `url` answers 200, failing early if the child dies."""
         process, log = self.children[name]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise ChildFailed(f"{name} exited (status {process.returncode}) before {url} answered; see {log}\n{tail(log)}")
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            if tick is not None:
-                tick()
-            time.sleep(1.0)
+        if wait_until_ok(url, timeout_s, alive=lambda: process.poll() is None, tick=tick, poll_s=1.0):
+            return
+        if process.poll() is not None:
+            raise ChildFailed(f"{name} exited (status {process.returncode}) before {url} answered; see {log}\n{tail(log)}")
         raise ChildFailed(f"{name} did not answer {url} within {timeout_s:.0f} s; see {log}\n{tail(log)}")
 
     def stop(self, name: str, grace_s: float = 15.0) -> None:

@@ -90,8 +90,8 @@ def cpu_build() -> bool:
 
 
 def cpu_flags(vllm_args: list[str]) -> tuple[str, ...]:
-    """fp32 unless the caller chose a dtype: CPUs without AVX-512 BF16 emulate bf16 (a 7.9k-token SmolLM2
-    prefill took 292 s in bf16, 128 s in fp32 on one core)."""
+    """fp32 unless the caller chose a dtype: CPUs without AVX-512 BF16 emulate bf16, several times slower
+    (measurements in LOG.md)."""
     chosen = any(a == "--dtype" or a.startswith("--dtype=") for a in vllm_args)
     return () if chosen else ("--dtype", "float32")
 
@@ -99,7 +99,7 @@ def cpu_flags(vllm_args: list[str]) -> tuple[str, ...]:
 def cpu_defaults(environ) -> None:
     """Settings of the CPU build that the caller has not chosen: a 1 GiB KV cache (plenty for the CPU
     policies) and OpenMP on every core this process may use. By default the build keeps one core for its
-    API process; on 2 cores that halved prefill (a 7.9k-token SmolLM2 prompt: 128 s, 68 s on both)."""
+    API process, which on a small machine leaves prefill much slower (measurements in LOG.md)."""
     environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
 

@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from toolcanary.contract import ContractError, DifficultySettings
+from toolcanary.contract import DifficultySettings
 from toolcanary.settings import add_flags
 from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 
@@ -69,18 +69,11 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def build_library(args: argparse.Namespace) -> int:
-    from toolcanary.simulator.library_builder import is_current, write_library
-    from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
+    from toolcanary.simulator.library_builder import build_or_check
 
-    out = args.out or DEFAULT_LIBRARY_PATH
-    if args.check:
-        if not is_current(out):
-            print(f"{out} is stale: rebuild with `python -m toolcanary.simulator build-library`", file=sys.stderr)
-            return 1
-        print(f"{out} is up to date")
-        return 0
-    print(f"wrote {out}: {write_library(out)}")
-    return 0
+    status, line = build_or_check(args.out, args.check)
+    print(line, file=sys.stderr if status else sys.stdout)
+    return status
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -131,10 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"serve": serve, "validate": validate, "build-library": build_library}[args.verb](args)
-    except ContractError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except ValueError as err:
+    except ValueError as err:  # a ContractError is a ValueError
         print(f"error: {err}", file=sys.stderr)
         return 2
 

@@ -27,6 +27,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from toolcanary.contract import (
     CONTRACT_VERSION,
+    GoldRequest,
+    GoldResponse,
     Health,
     TaskRequest,
     TaskResponse,
@@ -170,6 +172,17 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
     @app.post("/v1/verify", response_model=VerifyResponse, responses=_ERRORS)
     async def verify(request: VerifyRequest) -> VerifyResponse:
         return await service.verify(request)
+
+    @app.post("/v1/gold", response_model=GoldResponse, responses=_ERRORS,
+              summary="The ideal conversation for a task, played against the scripted tool and user roles")
+    async def gold(request: GoldRequest) -> GoldResponse:
+        # Any backend serves it: the gold agent plays against the scripted roles and this library's result hints.
+        from toolcanary.simulator.scripted import gold_trajectory
+
+        try:
+            return GoldResponse(messages=gold_trajectory(request.task, index))
+        except RuntimeError as err:
+            return GoldResponse(outcome="aborted", abort_cause="validation", abort_detail=str(err)[:500])
 
     app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes, token=settings.token)
     return app

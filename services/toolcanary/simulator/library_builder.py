@@ -80,7 +80,26 @@ def write_library(path: Path = DEFAULT_LIBRARY_PATH) -> str:
     return summary(library)
 
 
-if __name__ == "__main__":
-    from toolcanary.simulator.__main__ import main
+def build_or_check(out: Path | None = None, check: bool = False) -> tuple[int, str]:
+    """`build-library`: write the library to `out` (default: the packaged file), or with `check` only compare;
+    the exit status and the line to show (on stderr when the status is not 0)."""
+    out = out or DEFAULT_LIBRARY_PATH
+    if check:
+        if not is_current(out):
+            return 1, f"{out} is stale: rebuild with `python -m toolcanary.simulator build-library`"
+        return 0, f"{out} is up to date"
+    return 0, f"wrote {out}: {write_library(out)}"
 
-    sys.exit(main(["build-library", *sys.argv[1:]]))
+
+if __name__ == "__main__":
+    # Its own two flags rather than the simulator CLI's parser, so this module never imports the CLI.
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator.library_builder",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="where to write (default: the packaged file)")
+    parser.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when it differs")
+    cli = parser.parse_args()
+    status, line = build_or_check(cli.out, cli.check)
+    (sys.stderr if status else sys.stdout).write(line + "\n")
+    sys.exit(status)

@@ -43,8 +43,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from toolcanary.contract.chat import Message
 from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
+from toolcanary.contract.training_files import EpisodeRecord
 from toolcanary.contract.trustee_checkout import TrusteeCheckout
-from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeRecord, EpisodeSpec
+from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeSpec
 from toolcanary.train.metrics import append_line
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
 from toolcanary.train.tool_turn import run_tool_turn

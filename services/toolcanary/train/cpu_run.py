@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from toolcanary.contract.csv_schemas import WARM_START, WARM_START_COLUMNS
+from toolcanary.contract.training_files import EPISODES_FILE
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
@@ -105,7 +106,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                             no_call_fraction=settings.no_call_fraction, mode=settings.mode)
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
-    metrics_csv, episodes_jsonl = results / "train_metrics.csv", results / "episodes.jsonl"
+    metrics_csv, episodes_jsonl = results / "train_metrics.csv", results / EPISODES_FILE
     start = 0
     saved = latest_state(settings.run_state())
     if saved is not None:

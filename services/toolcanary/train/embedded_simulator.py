@@ -10,21 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
+from toolcanary.contract.loopback import free_port, wait_until_ok
 
 logger = logging.getLogger(__name__)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class EmbeddedSimulator:
@@ -46,20 +38,15 @@ class EmbeddedSimulator:
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--backend", "scripted", "--run", self.run, "--runs-dir", str(self.runs_dir), "--seed", str(self.seed)]
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                self._stop()
-                raise RuntimeError(f"the scripted simulator exited with {self.process.returncode} during startup; "
-                                   f"see {log_dir / 'embedded_simulator.log'}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=1.0).status_code == 200:
-                    logger.info("scripted simulator up at %s (pid %d)", self.url, self.process.pid)
-                    return self.url
-            except httpx.TransportError:
-                pass
-            time.sleep(0.2)
+        if wait_until_ok(f"{self.url}/health", self.startup_timeout_s, alive=lambda: self.process.poll() is None,
+                         poll_s=0.2, request_timeout_s=1.0):
+            logger.info("scripted simulator up at %s (pid %d)", self.url, self.process.pid)
+            return self.url
+        exited = self.process.poll()
         self._stop()
+        if exited is not None:
+            raise RuntimeError(f"the scripted simulator exited with {exited} during startup; "
+                               f"see {log_dir / 'embedded_simulator.log'}")
         raise RuntimeError(f"the scripted simulator did not answer /health within {self.startup_timeout_s:g} s")
 
     def __exit__(self, *exc) -> None:

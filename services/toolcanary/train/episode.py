@@ -1,8 +1,8 @@
 """What one episode needs (its spec, from the dataset row) and what it leaves (its record, one JSON line).
 
 `EpisodeSpec` is the `extra_info` of a row: the GRPO group's task key, the difficulty drawn for it and the
-level-bound limits. `EpisodeRecord` is what the agent loop returns in `extra_fields["episode"]` and what
-`episodes.jsonl` holds: turns, rewards, outcome and why it stopped. The policy's system prompt ladder
+level-bound limits. The record, what the agent loop returns in `extra_fields["episode"]` and what
+`episodes.jsonl` holds, is the contract's `EpisodeRecord` (`toolcanary.contract.training_files`). The policy's system prompt ladder
 (TRUSTEE's four levels, reworded) lives here too.
 """
 
@@ -30,11 +30,6 @@ SYSTEM_PROMPTS = (
     "You are a helpful assistant.",
 )
 
-StopReason = Literal[
-    "response_length", "assistant_turns", "user_turns", "tool_turns", "user_terminated", "aborted"
-]
-
-
 class EpisodeSpec(BaseModel):
     """One row's `extra_info`: everything the loop needs besides the simulator and the policy."""
 
@@ -53,48 +48,6 @@ class EpisodeSpec(BaseModel):
     attempt: str | None = Field(None, max_length=64, description=(
         "which dispatch of its step this is; a step redone after a restart gets a new one, so a step's "
         "metrics are folded from one attempt's episodes only"))
-
-
-class EpisodeRecord(BaseModel):
-    """One JSON line of `episodes.jsonl`; the step metrics are computed from these alone."""
-
-    step: int
-    episode_id: str
-    task_key: str
-    group_index: int = 0
-    task_id: str | None = None
-    call_expected: bool = True
-    curriculum_level: int = 1
-    split: Literal["train", "val"] = "train"
-    attempt: str | None = None
-    outcome: Literal["ok", "aborted"] = "ok"
-    abort_role: str | None = None
-    abort_cause: str | None = None
-    abort_detail: str | None = None
-    stop_reason: StopReason | None = None
-    reward: float = 0.0
-    verifier_reward: float | None = None
-    no_call_penalty: bool = False
-    assistant_turns: int = 0
-    tool_call_turns: int = 0
-    response_turns: int = 0
-    tool_turns: int = 0
-    user_turns: int = 0
-    calls: int = 0
-    invalid_calls: int = 0
-    dropped_calls: int = 0
-    tool_rewards: list[float] = Field(default_factory=list)
-    user_rewards: list[float] = Field(default_factory=list)
-    response_length: int = 0
-    policy_tokens: int = 0
-    num_turns: int = 0
-    simulator_tokens: int = 0
-    seconds: float = 0.0
-    transcript: list[dict] = Field(default_factory=list)
-
-    def abort(self, role: str, cause: str | None, detail: str | None) -> None:
-        self.outcome, self.stop_reason = "aborted", "aborted"
-        self.abort_role, self.abort_cause, self.abort_detail = role, cause or "upstream", detail
 
 
 def truncate_middle(text: str, limit: int) -> str:

@@ -1,8 +1,9 @@
-"""Gold conversations for the warm start: tasks from the running simulator, ideal turns from the scripted backend.
+"""Gold conversations for the warm start: tasks and their ideal turns from the running simulator.
 
-Tasks are requested over HTTP (so they come from the same simulator, library and seed the run trains
-against): the run's fixed task pool when it has one, else first-level curriculum draws; the scripted backend's
-`gold_trajectory` then plays the ideal agent against the scripted tool and user roles.
+Both come over HTTP (so they come from the same simulator, library and seed the run trains against): tasks
+from `/v1/task`, the run's fixed task pool when it has one, else first-level curriculum draws; their ideal
+conversations from `/v1/gold`, where the simulator plays the ideal agent against its scripted tool and user
+roles.
 
     requests = warm_start_requests(run="demo", seed=0, count=16, task_pool=8, max_tools=1)
     conversations = asyncio.run(gold_conversations("http://127.0.0.1:8300", requests))
@@ -13,9 +14,8 @@ from __future__ import annotations
 import logging
 import random
 
-from toolcanary.contract.simulator_api import TaskRequest
+from toolcanary.contract.simulator_api import GoldRequest, TaskRequest
 from toolcanary.contract.tasks import SimulatedTask
-from toolcanary.simulator.scripted import gold_trajectory
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import SYSTEM_PROMPTS
 from toolcanary.train.rollout import capped, pool_task
@@ -37,7 +37,11 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
                 continue
             # Mostly the level-1 prompt the run starts with, sometimes another rung of the ladder.
             system = SYSTEM_PROMPTS[0 if rng.random() < 0.75 else rng.randint(1, 3)]
-            conversations.append((answer.task, system, gold_trajectory(answer.task)))
+            gold = await sim.gold(GoldRequest(task=answer.task))
+            if gold.outcome != "ok":
+                logger.warning("warm start: no gold conversation for %s (%s)", request.task_key, gold.abort_detail)
+                continue
+            conversations.append((answer.task, system, gold.messages))
     if not conversations:
         raise RuntimeError(f"the simulator at {url} authored none of {len(requests)} warm-start tasks")
     return conversations

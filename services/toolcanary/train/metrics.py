@@ -16,11 +16,11 @@ needs a lock between processes.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from statistics import fmean, pstdev
 
+from toolcanary.contract import training_files
 from toolcanary.contract.append_only import append_text, iter_lines, refused_line, rewrite_lines
 from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS
 from toolcanary.train.faults import abort_counts
@@ -80,22 +80,14 @@ def append_metrics_row(path: Path, row: dict[str, float]) -> None:
 
 
 def append_episodes(path: Path, records: list[dict]) -> None:
-    append_line(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-
-
-def _episode_lines(path: Path) -> list[tuple[str, dict]]:
-    lines = []
-    for number, line in iter_lines(path):
-        try:
-            lines.append((line, json.loads(line)))
-        except json.JSONDecodeError:
-            raise refused_line(path, number, "one JSON episode record", line) from None
-    return lines
+    """Append the records to an episode file (`toolcanary.contract.training_files`), fsynced."""
+    training_files.append_episodes(path, records)
 
 
 def read_episodes(path: Path) -> list[dict]:
-    """The episode records of a JSONL file, under the append-only rule (torn lines skipped with a warning)."""
-    return [record for _, record in _episode_lines(path)]
+    """The episode records of a JSONL file as plain dicts, under the append-only rule (torn lines skipped with
+    a warning); a line that is not an `EpisodeRecord` is a ContractError."""
+    return [record.model_dump(mode="json") for record in training_files.read_episodes(path)]
 
 
 def drop_steps_after(metrics: Path, episodes: Path | None, step: int) -> None:
@@ -111,4 +103,5 @@ def drop_steps_after(metrics: Path, episodes: Path | None, step: int) -> None:
                     raise refused_line(metrics, number, "a row that starts with its step", text)
             rewrite_lines(metrics, [lines[0][1]] + [t for _, t in lines[1:] if int(t.split(",", 1)[0]) <= step])
     if episodes is not None and episodes.exists():
-        rewrite_lines(episodes, [line for line, record in _episode_lines(episodes) if record["step"] <= step])
+        rewrite_lines(episodes, [line for line, record in training_files.read_episode_lines(episodes)
+                                  if record.step <= step])

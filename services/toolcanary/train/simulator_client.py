@@ -33,7 +33,8 @@ import aiohttp
 from pydantic import BaseModel, ValidationError
 
 from toolcanary.contract.simulator_api import (
-    Health,
+    GoldRequest,
+    GoldResponse,
     TaskRequest,
     TaskResponse,
     ToolRequest,
@@ -85,10 +86,8 @@ class SimulatorClient:
     async def aclose(self) -> None:
         await self._http.close()
 
-    async def health(self, timeout: float = 5.0) -> Health:
-        async with self._http.get(f"{self.base_url}/health", timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
-            answer.raise_for_status()
-            return Health.model_validate(await answer.json())
+    async def gold(self, request: GoldRequest) -> GoldResponse:
+        return await self._post("/v1/gold", request, GoldResponse, self.timeouts.verify)
 
     async def task(self, request: TaskRequest) -> TaskResponse:
         return await self._post("/v1/task", request, TaskResponse, self.timeouts.task)

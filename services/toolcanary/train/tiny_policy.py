@@ -10,22 +10,17 @@ qwen3, Qwen3ForCausalLM, a top-level rope_theta for older readers), `generation_
 
 from __future__ import annotations
 
-import json
 import logging
-from importlib import resources
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
+from toolcanary.train.policy_files import chat_template_text, patch_json
 from toolcanary.train.tiny_tokenizer import build_tokenizer
 
 logger = logging.getLogger(__name__)
 TINY_BASE_MODEL = "toolcanary/tiny-qwen3"
-
-
-def chat_template_text() -> str:
-    return resources.files("toolcanary.train").joinpath("chat_template.jinja").read_text()
 
 
 # Qwen3's own window, so BFCL's long multi-turn items fit when the checkpoint is served (the small
@@ -44,12 +39,6 @@ def tiny_config(tokenizer) -> Qwen3Config:
     )
     config.architectures = ["Qwen3ForCausalLM"]
     return config
-
-
-def patch_json(path: Path, **updates) -> None:
-    data = json.loads(path.read_text())
-    data.update(updates)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def build_tiny_policy(out: str | Path, seed: int = 0) -> Path:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
+from importlib import resources
 
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -33,6 +33,8 @@ NON_SPECIAL_TOKENS = (
     "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
 )
 VOCAB_SIZE = 4096
+# toolcanary.simulator.library_index.DEFAULT_LIBRARY_PATH, relative to the toolcanary package.
+DEFAULT_LIBRARY_RESOURCE = ("simulator", "data", "default_library.json")
 
 _WORDS = (
     "the a an to of and in for on with from by at is are was be can please help me my i you your we "
@@ -80,11 +82,12 @@ def synthetic_corpus(seed: int = 0, lines: int = 3000) -> list[str]:
 
 def library_corpus() -> list[str]:
     """One line per tool schema of the simulator's default library, as the chat template renders tools."""
-    try:
-        from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
-    except ImportError:  # an image without the simulator: the synthetic corpus alone still covers every byte
+    # Read as a data file of the toolcanary distribution, not through the simulator's code, which the
+    # trainer never imports (its image may lack the simulator's dependencies).
+    packaged = resources.files("toolcanary").joinpath(*DEFAULT_LIBRARY_RESOURCE)
+    if not packaged.is_file():  # an image without the simulator: the synthetic corpus alone still covers every byte
         return []
-    library = json.loads(Path(DEFAULT_LIBRARY_PATH).read_text())
+    library = json.loads(packaged.read_text())
     return [json.dumps({"type": "function", "function": tool["function"]}, ensure_ascii=False)
             for toolsets in library.values() for tools in toolsets.values() for tool in tools]
 

@@ -6,7 +6,8 @@ simulator call), as TRUSTEE does; the rest go to the simulator's tool role in pa
 that gives up aborts the episode. Calls that do not parse: the toolcanary mode answers each with an error and
 reward -1; the trustee mode, as TRUSTEE, drops them beside parsed calls and answers a turn with none parsed by
 one error message, reward -1. Over-long results keep their head and tail (`truncate_middle`, TRUSTEE's cut in
-the trustee mode).
+the trustee mode). Every tool message carries the contract's `is_error`, so the simulator reads a failed call
+from the flag rather than from the text.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from toolcanary.contract.chat import ToolCall
 from toolcanary.contract.hermes import ParsedTurn
 from toolcanary.contract.simulator_api import ToolRequest, ToolResponse
 from toolcanary.contract.tasks import SimulatedTask
-from toolcanary.train.episode import EpisodeRecord, EpisodeSpec, truncate_middle, truncate_middle_trustee
+from toolcanary.contract.training_files import EpisodeRecord
+from toolcanary.train.episode import EpisodeSpec, truncate_middle, truncate_middle_trustee
 from toolcanary.train.simulator_client import SimulatorClient
 
 UNPARSED = "Error: Tool call is malformed or could not be parsed"
@@ -34,7 +36,7 @@ async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list
         record.dropped_calls += max(0, len(parsed.tool_calls) - max_parallel_calls)
         if not parsed.tool_calls:
             record.tool_rewards.append(-1.0)
-            return [{"role": "tool", "content": UNPARSED}]
+            return [{"role": "tool", "content": UNPARSED, "is_error": True}]
         attempts: list[ToolCall | str] = list(parsed.tool_calls[:max_parallel_calls])
     else:
         attempts = [*parsed.tool_calls, *malformed]
@@ -66,7 +68,7 @@ async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list
             record.invalid_calls += 1
         if response.reward is not None:
             rewards.append(float(response.reward))
-        message = {"role": "tool", "content": cut(response.result, max_chars)}
+        message = {"role": "tool", "content": cut(response.result, max_chars), "is_error": response.is_error}
         if name is not None:
             message["name"] = name
         if isinstance(attempt, ToolCall) and attempt.id:

@@ -26,10 +26,8 @@ restart after a fix starts it afresh.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import os
 import random
 import uuid
 from pathlib import Path
@@ -41,6 +39,13 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
 import toolcanary.train.grpo  # noqa: F401  registers the toolcanary_grpo advantage estimator in this process
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import (
+    CURRICULUM_FILE,
+    EPISODES_DIR,
+    CurriculumFile,
+    read_curriculum,
+    write_curriculum,
+)
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import EpisodeSpec
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
@@ -51,7 +56,6 @@ from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
 
 logger = logging.getLogger(__name__)
-CURRICULUM_FILE = "curriculum.json"
 # What agent_loops.yaml falls back to when TOOLCANARY_TRAIN_SIMULATOR_URL is not set.
 DEFAULT_SIMULATOR_URL = "http://simulator:8300"
 # This process's fault state per run (keyed by its state folder): the breaker's streak, the first stop found
@@ -66,7 +70,7 @@ def curriculum_path(settings: TrainSettings) -> Path:
 
 
 def episode_dir(settings: TrainSettings) -> Path:
-    return settings.run_results() / "episodes"
+    return settings.run_results() / EPISODES_DIR
 
 
 def metrics_path(settings: TrainSettings) -> Path:
@@ -79,13 +83,8 @@ def _fresh(settings: TrainSettings) -> Curriculum:
 
 
 def _read(settings: TrainSettings) -> dict:
-    path = curriculum_path(settings)
-    if not path.exists():
-        return {"history": {}, "attempts": {}}
-    state = json.loads(path.read_text())
-    state.setdefault("history", {})
-    state.setdefault("attempts", {})
-    return state
+    state = read_curriculum(curriculum_path(settings))
+    return {"history": {}, "attempts": {}} if state is None else state.model_dump(mode="json")
 
 
 def load_curriculum(settings: TrainSettings) -> Curriculum:
@@ -102,11 +101,7 @@ def save_curriculum(settings: TrainSettings, curriculum: Curriculum, history: di
     previous = _read(settings)
     state = {**curriculum.state_dict(), "history": previous["history"] if history is None else history,
              "attempts": previous["attempts"] if attempts is None else attempts}
-    path = curriculum_path(settings)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_curriculum(curriculum_path(settings), CurriculumFile.model_validate(state))
 
 
 def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng: random.Random,

@@ -39,6 +39,7 @@ from toolcanary.contract import (
 )
 from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.backend import RoleOutput
+from toolcanary.simulator.calls import executed_calls, rng_for, task_id_for
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.llm import prompts, prompts_trustee
 from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object, read_trustee_json
@@ -54,11 +55,8 @@ from toolcanary.simulator.llm.outputs import (
 )
 from toolcanary.simulator.llm.upstream import UpstreamError, UpstreamPool
 from toolcanary.simulator.metrics import Metrics
-from toolcanary.simulator.scripted.author import task_id_for
-from toolcanary.simulator.scripted.matching import executed_calls
-from toolcanary.simulator.scripted.validation import validate_call
-from toolcanary.simulator.scripted.values import rng_for
 from toolcanary.simulator.settings import SimulatorSettings
+from toolcanary.simulator.validation import validate_call
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -3,8 +3,8 @@
 Each request goes to the upstream with the fewest requests in flight, ties broken round-robin, so a slow server
 gets less work. One attempt = one HTTP request under a hard timeout; failures are classified (`timeout` or
 `upstream`) and raised as `UpstreamError` for the caller's retry loop. Each request is counted per upstream.
-The client is aiohttp: httpx's AsyncClient reached about 20-90 requests/s at 64 in flight against a 100 ms
-stub on a 2-core machine (encode/httpx#3215), a fraction of what the simulator must sustain.
+The client is aiohttp: httpx's AsyncClient stalls at high concurrency (encode/httpx#3215; measured in LOG.md),
+far below what the simulator must sustain.
 
 `unavailable()` is the simulator's /health probe: GET <root>/health of every upstream (vLLM's liveness
 endpoint, outside /v1), or GET <root>/v1/models where /health is 404 (an OpenAI-compatible server that is not

@@ -8,12 +8,11 @@ of another category, or a question answered without tools, and expect no call.
 
 from __future__ import annotations
 
-import hashlib
-
 from toolcanary.contract import DifficultySettings, ExpectedCall, SimulatedTask
+from toolcanary.simulator.calls import rng_for, task_id_for
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.scripted.plan import PERSONAS, TaskPlan, intent_phrase
-from toolcanary.simulator.scripted.values import generate_value, rng_for
+from toolcanary.simulator.scripted.values import generate_value
 
 DIRECT_QUESTIONS = [
     "What is the difference between a debit card and a credit card?",
@@ -26,10 +25,6 @@ DIRECT_QUESTIONS = [
     "Can you suggest a name for a team channel about hiking?",
 ]
 _SKIP_OPTIONAL = {"page_token", "page_size", "order"}
-
-
-def task_id_for(seed: int, task_key: str) -> str:
-    return "task_" + hashlib.sha256(f"{seed}\x00{task_key}".encode()).hexdigest()[:16]
 
 
 def make_task(index: LibraryIndex, difficulty: DifficultySettings, task_key: str, seed: int,

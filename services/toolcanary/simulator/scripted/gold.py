@@ -18,8 +18,9 @@ from toolcanary.contract import (
     ToolMessage,
     UserMessage,
 )
+from toolcanary.simulator.calls import executed_calls
 from toolcanary.simulator.library_index import LibraryIndex, load_index
-from toolcanary.simulator.scripted.matching import executed_calls, match_expected, user_texts
+from toolcanary.simulator.scripted.matching import match_expected, user_texts
 from toolcanary.simulator.scripted.plan import TaskPlan
 from toolcanary.simulator.scripted.roles import tool_turn, user_turn
 from toolcanary.simulator.scripted.values import humanize

@@ -8,35 +8,9 @@ gives them, every expected argument value (`values.same_value`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from toolcanary.contract import AssistantMessage, ExpectedCall, ToolCall, ToolMessage, UserMessage
+from toolcanary.contract import ExpectedCall, ToolCall, UserMessage
+from toolcanary.simulator.calls import Executed
 from toolcanary.simulator.scripted.values import same_value
-
-
-@dataclass
-class Executed:
-    call: ToolCall
-    ok: bool
-    answered: bool
-
-
-def executed_calls(history: list) -> list[Executed]:
-    """Every tool call of the assistant, with whether its tool message reported success."""
-    out: list[Executed] = []
-    pending: list[Executed] = []
-    for message in history:
-        if isinstance(message, AssistantMessage):
-            pending = [Executed(call, ok=False, answered=False) for call in message.tool_calls]
-            out.extend(pending)
-        elif isinstance(message, ToolMessage):
-            target = next((p for p in pending if not p.answered and message.tool_call_id is not None
-                           and p.call.id == message.tool_call_id), None)
-            target = target or next((p for p in pending if not p.answered), None)
-            if target is not None:
-                target.answered = True
-                target.ok = not (message.is_error or message.content.lstrip().startswith("Error:"))
-    return out
 
 
 def call_matches(expected: ExpectedCall, call: ToolCall) -> bool:
@@ -63,7 +37,3 @@ def match_expected(expected: list[ExpectedCall], executed: list[Executed]) -> li
 
 def user_texts(history: list) -> list[str]:
     return [m.content for m in history if isinstance(m, UserMessage)]
-
-
-def assistant_texts(history: list) -> list[str]:
-    return [m.content or "" for m in history if isinstance(m, AssistantMessage) and not m.tool_calls]

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolcanary.simulator.scripted.values import generate_value, rng_for
+from toolcanary.simulator.calls import rng_for
+from toolcanary.simulator.scripted.values import generate_value
 
 
 def _overlay(record: dict, args: dict) -> dict:

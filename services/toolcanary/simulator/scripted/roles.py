@@ -23,10 +23,11 @@ from toolcanary.contract import (
     UserResponse,
     VerifyResponse,
 )
-from toolcanary.simulator.scripted.matching import call_matches, executed_calls, match_expected, user_texts
+from toolcanary.simulator.calls import executed_calls
+from toolcanary.simulator.scripted.matching import call_matches, match_expected, user_texts
 from toolcanary.simulator.scripted.plan import NUDGE, TaskPlan
 from toolcanary.simulator.scripted.results import make_result
-from toolcanary.simulator.scripted.validation import validate_call
+from toolcanary.simulator.validation import validate_call
 
 CRITERIA = [
     "meets the user's intent: every expected call was made with the expected argument values",

@@ -7,7 +7,6 @@ values read like a real request. `same_value` is the comparison the verifier sco
 
 from __future__ import annotations
 
-import hashlib
 import json
 import random
 import re
@@ -41,12 +40,6 @@ NAMED = {
     "project_code": ["PRJ-2041", "OPS-117", "MKT-88"],
 }
 WORDS = ["alpha", "harbor", "ledger", "maple", "orbit", "pixel", "quartz", "river", "summit", "tulip"]
-
-
-def rng_for(*parts: Any) -> random.Random:
-    """A RNG seeded by a stable hash of `parts` (stable across processes, unlike `hash`)."""
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def _string(name: str, schema: dict, rng: random.Random) -> str:

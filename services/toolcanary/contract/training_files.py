@@ -1,0 +1,164 @@
+"""The trainer's own files, typed: `episodes.jsonl` and `curriculum.json`, with their one reader and writer each.
+
+- `<results>/<run>/episodes.jsonl` (the CPU run) and `<results>/<run>/episodes/<host>-<pid>.jsonl` (one per
+  verl worker process): one `EpisodeRecord` per line, under the append-only rule (`append_only`).
+- `<runs>/<run>/trainer/curriculum.json` (verl's hooks): the curriculum's state, its state after every closed
+  step (`history`) and the attempt each dispatched step runs under (`attempts`); replaced atomically.
+
+    append_episodes(path, [record])
+    records = read_episodes(path)          # [EpisodeRecord, ...]; ContractError on a line that is not one
+    state = read_curriculum(path)          # CurriculumFile, or None when there is none yet
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from toolcanary.contract.append_only import append_text, iter_lines, refused_line
+from toolcanary.contract.errors import ContractError
+
+EPISODES_FILE = "episodes.jsonl"
+EPISODES_DIR = "episodes"
+CURRICULUM_FILE = "curriculum.json"
+
+StopReason = Literal[
+    "response_length", "assistant_turns", "user_turns", "tool_turns", "user_terminated", "aborted"
+]
+
+
+class EpisodeRecord(BaseModel):
+    """One JSON line of `episodes.jsonl`; the step metrics are computed from these alone."""
+
+    step: int
+    episode_id: str
+    task_key: str
+    group_index: int = 0
+    task_id: str | None = None
+    call_expected: bool = True
+    curriculum_level: int = 1
+    split: Literal["train", "val"] = "train"
+    attempt: str | None = None
+    outcome: Literal["ok", "aborted"] = "ok"
+    abort_role: str | None = None
+    abort_cause: str | None = None
+    abort_detail: str | None = None
+    stop_reason: StopReason | None = None
+    reward: float = 0.0
+    verifier_reward: float | None = None
+    no_call_penalty: bool = False
+    assistant_turns: int = 0
+    tool_call_turns: int = 0
+    response_turns: int = 0
+    tool_turns: int = 0
+    user_turns: int = 0
+    calls: int = 0
+    invalid_calls: int = 0
+    dropped_calls: int = 0
+    tool_rewards: list[float] = Field(default_factory=list)
+    user_rewards: list[float] = Field(default_factory=list)
+    response_length: int = 0
+    policy_tokens: int = 0
+    num_turns: int = 0
+    simulator_tokens: int = 0
+    seconds: float = 0.0
+    transcript: list[dict] = Field(default_factory=list)
+
+    def abort(self, role: str, cause: str | None, detail: str | None) -> None:
+        self.outcome, self.stop_reason = "aborted", "aborted"
+        self.abort_role, self.abort_cause, self.abort_detail = role, cause or "upstream", detail
+
+
+def _first_problem(err: ValidationError) -> str:
+    first = err.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'the line'}: {first['msg']}"
+
+
+def episode_line(record: EpisodeRecord | dict) -> str:
+    """One JSON line of an episode file, checked against `EpisodeRecord`."""
+    try:
+        model = record if isinstance(record, EpisodeRecord) else EpisodeRecord.model_validate(record)
+    except ValidationError as err:
+        raise ContractError("an episode record to write", "an EpisodeRecord", _first_problem(err),
+                            "This is a bug in the writer: it must build records as EpisodeRecord") from None
+    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False) + "\n"
+
+
+def append_episodes(path: str | Path, records: list[EpisodeRecord | dict]) -> None:
+    """Append whole lines, fsynced before returning (a killed run keeps every finished record)."""
+    append_text(path, "".join(episode_line(r) for r in records))
+
+
+def read_episode_lines(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
+    """(line, record) of every whole line, under the append-only rule (torn lines skipped with a warning).
+
+    Raises:
+        ContractError: a line in the middle that is not JSON, or not an `EpisodeRecord`.
+    """
+    out = []
+    for number, line in iter_lines(path):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError:
+            raise refused_line(path, number, "one JSON episode record", line) from None
+        try:
+            out.append((line, EpisodeRecord.model_validate(data)))
+        except ValidationError as err:
+            raise ContractError(f"{path}: line {number}", "one EpisodeRecord per line (toolcanary.contract."
+                                "training_files)", _first_problem(err),
+                                "The file was written by another version of the trainer or edited by hand; "
+                                "move it aside to start the run's episode log afresh") from None
+    return out
+
+
+def read_episodes(path: str | Path) -> list[EpisodeRecord]:
+    """The episode records of a file; see `read_episode_lines`. A missing file has none."""
+    return [record for _, record in read_episode_lines(path)]
+
+
+class CurriculumState(BaseModel):
+    """`Curriculum.state_dict()`: what a restarted trainer needs to draw the same tasks."""
+
+    level: int = Field(ge=1)
+    step: int = Field(0, ge=0)
+    epsilon: float
+    no_call_fraction: float
+    criteria_cap: int | None = None
+
+
+class CurriculumFile(CurriculumState):
+    """`curriculum.json`: the current state, its state after each closed step, and each open step's attempt."""
+
+    history: dict[str, CurriculumState] = Field(default_factory=dict, description="closed step -> its state")
+    attempts: dict[str, str] = Field(default_factory=dict, description="dispatched step -> its attempt id")
+
+
+def read_curriculum(path: str | Path) -> CurriculumFile | None:
+    """The state in `path`, or None when there is no file yet.
+
+    Raises:
+        ContractError: the file is not JSON, or not a `CurriculumFile`.
+    """
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        return CurriculumFile.model_validate_json(path.read_text())
+    except ValidationError as err:
+        raise ContractError(str(path), "the trainer's curriculum state (toolcanary.contract.training_files."
+                            "CurriculumFile)", _first_problem(err),
+                            "Restore it from a copy, or delete it to restart the curriculum at its initial "
+                            "level (the run's checkpoints stay)") from None
+
+
+def write_curriculum(path: str | Path, state: CurriculumFile) -> None:
+    """Replace `path` atomically (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(state.model_dump(mode="json"), indent=1, sort_keys=True))
+    os.replace(tmp, path)

@@ -1,0 +1,69 @@
+"""The trainer's typed files: episodes.jsonl lines and curriculum.json round-trip, and bad ones say what to do.
+
+Run: .venvs/dev/bin/python -m pytest tests/contract/test_training_files.py -q
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import (
+    CurriculumFile,
+    EpisodeRecord,
+    append_episodes,
+    read_curriculum,
+    read_episode_lines,
+    read_episodes,
+    write_curriculum,
+)
+
+
+def test_episode_records_round_trip_as_one_json_line_each(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    first = EpisodeRecord(step=1, episode_id="e1", task_key="k1", reward=1.0, tool_rewards=[1.0])
+    append_episodes(path, [first, {"step": 2, "episode_id": "e2", "task_key": "k2"}])
+    assert read_episodes(path) == [first, EpisodeRecord(step=2, episode_id="e2", task_key="k2")]
+    assert [json.loads(line)["step"] for line, _ in read_episode_lines(path)] == [1, 2]
+    assert read_episodes(tmp_path / "missing.jsonl") == []
+
+
+def test_a_line_that_is_not_an_episode_record_names_the_line_and_the_fix(tmp_path):
+    path = tmp_path / "episodes.jsonl"
+    path.write_text(json.dumps({"step": "one", "episode_id": "e", "task_key": "k"}) + "\n")
+    with pytest.raises(ContractError) as caught:
+        read_episodes(path)
+    err = caught.value
+    assert err.where == f"{path}: line 1" and "EpisodeRecord" in err.expected and "step" in err.got
+    assert "move it aside" in err.fix
+
+
+def test_writing_a_record_that_is_not_one_is_refused(tmp_path):
+    with pytest.raises(ContractError, match="EpisodeRecord"):
+        append_episodes(tmp_path / "episodes.jsonl", [{"step": 1}])
+    assert not (tmp_path / "episodes.jsonl").exists()
+
+
+def test_curriculum_file_round_trips_and_a_missing_one_is_none(tmp_path):
+    path = tmp_path / "trainer" / "curriculum.json"
+    assert read_curriculum(path) is None
+    state = {"level": 3, "step": 2, "epsilon": 0.5, "no_call_fraction": 0.0, "criteria_cap": 2}
+    written = CurriculumFile.model_validate({**state, "history": {"2": state}, "attempts": {"3": "abc"}})
+    write_curriculum(path, written)
+    assert read_curriculum(path) == written
+    assert json.loads(path.read_text())["history"]["2"] == state
+    assert [p.name for p in path.parent.iterdir()] == ["curriculum.json"]  # no temporary file left
+
+
+def test_a_bad_curriculum_file_says_what_was_expected_and_what_to_do(tmp_path):
+    path = tmp_path / "curriculum.json"
+    path.write_text('{"level": 0, "epsilon": 0.5, "no_call_fraction": 0.0}')
+    with pytest.raises(ContractError) as caught:
+        read_curriculum(path)
+    assert "CurriculumFile" in caught.value.expected and "level" in caught.value.got
+    assert "delete it" in caught.value.fix
+    path.write_text("{not json")
+    with pytest.raises(ContractError, match="curriculum state"):
+        read_curriculum(path)
