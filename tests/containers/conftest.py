@@ -11,7 +11,6 @@ import functools
 import http.server
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -36,12 +35,6 @@ def engine():
 @pytest.fixture(scope="session")
 def base_image(engine) -> str:
     return python_base(engine)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 WHEELS_PORT = 18765

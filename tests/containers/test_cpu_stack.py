@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import checkout_copy, free_port
+from conftest import checkout_copy
 from engine import ROOT, WORK, EngineError
 
 from toolcanary.contract import OFFLINE_CATEGORIES
+from toolcanary.contract.loopback import free_port
 
 # The scenario runs once, in the module's fixture, whose time pytest-timeout counts against the first test:
 # 15 minutes (the project's per-test limit) is about what a cold run takes on 2 cores, so the module gets 45.

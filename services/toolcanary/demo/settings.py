@@ -30,7 +30,7 @@ def _root(name: str) -> Any:
 
 
 # Steps, checkpoint interval, BFCL items per category and passes at the repeated checkpoints, per policy.
-# A SmolLM2 GRPO step costs minutes on 2 cores (the tiny policy's: seconds), so its demo is shorter.
+# A SmolLM2 GRPO step costs far more than the tiny policy's (LOG.md, SmolLM2), so its demo is shorter.
 SIZES = {
     "tiny": {"full": dict(steps=12, save_every=4, sample=2, repeat_passes=3),
              "quick": dict(steps=2, save_every=2, sample=1, repeat_passes=2)},

@@ -143,9 +143,8 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
 
 # Settings a named policy changes (below env and flags). SmolLM2 is 860x the tiny policy's parameters:
-# a CPU step is compute-bound there, so both cores help; a call in its 49k vocabulary takes 30-120 tokens;
-# a pretrained model wants a much smaller step size and few warm-start steps (at 1e-4 the loss fell
-# 1.8 -> 0.02 in 12 steps of about 27 s; after 20, greedy answers also closed every call they opened).
+# a CPU step is compute-bound there, so both cores help; a call in its 49k vocabulary takes many more
+# tokens; a pretrained model wants a much smaller step size and few warm-start steps (LOG.md, SmolLM2).
 POLICY_PRESETS: dict[str, dict] = {
     "tiny": {},
     "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6,
