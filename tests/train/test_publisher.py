@@ -132,7 +132,7 @@ def test_resume_restores_the_curriculum_level_weights_and_optimizer(policy, tmp_
     fresh_curriculum, fresh_rng = Curriculum(), random.Random(0)
     state = load_state(latest_state(tmp_path), policy=fresh_model, optimizer=fresh_opt, curriculum=fresh_curriculum,
                        rng=fresh_rng)
-    assert state.step == 7 and fresh_curriculum.level == 22 and fresh_curriculum.step == 7
+    assert state["step"] == 7 and fresh_curriculum.level == 22 and fresh_curriculum.step == 7
     assert fresh_rng.random() == expected_next
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values(),
                                                   strict=True))
