@@ -29,7 +29,7 @@ from stub_server import StubServer  # noqa: E402
 
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES  # noqa: E402
 from toolcanary.evaluate.bfcl_data import choose_sample  # noqa: E402
-from toolcanary.evaluate.phases import bfcl_env  # noqa: E402
+from toolcanary.evaluate.bfcl_process import bfcl_env  # noqa: E402
 from toolcanary.evaluate.settings import EvalSettings  # noqa: E402
 
 MEASURE = ("import resource, subprocess, sys; rc = subprocess.run(sys.argv[1:]).returncode; "

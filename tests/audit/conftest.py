@@ -16,6 +16,7 @@ import pytest
 
 from toolcanary.audit.__main__ import main
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
+from toolcanary.contract.pass_files import PassRequest, write_request
 from toolcanary.contract.simulator_api import RoleRecord
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.evaluate.bfcl_data import category_ids
@@ -175,7 +176,13 @@ def write_pass(
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "outcomes.jsonl").write_text("".join(json.dumps(o) + "\n" for o in outcomes))
     if overlong_counted_wrong is not None:
-        (folder / "request.json").write_text(json.dumps({"overlong_counted_wrong": overlong_counted_wrong}))
+        ids: dict[str, list[str]] = {}
+        for o in outcomes:
+            ids.setdefault(o["category"], []).append(o["id"])
+        request = PassRequest(run=run, step=step, pass_index=pass_index, served_model=f"{run}-step{step:04d}",
+                              registry_key="toolcanary-served-FC", weights_sha256=None, categories=list(ids),
+                              ids=ids, temperature=0.001, overlong_counted_wrong=overlong_counted_wrong)
+        write_request(folder / "request.json", request)
     return folder
 
 

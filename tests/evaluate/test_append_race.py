@@ -4,7 +4,7 @@ writers): every row once, one header. Then the watcher's reading of published.js
 rule: a torn last line is skipped with a warning while the trainer writes it.
 
 The two passes are two processes that spin until the same instant each round (a barrier's wake-up is too
-loose on a small machine to make them collide); each calls the client's own last stage (`runner._finish`:
+loose on a small machine to make them collide); each calls the client's own last stage (`runner.append_rows`:
 the rows of counts.json into the CSV, the manifest marked finished).
 
 Run: .venvs/eval/bin/python -m pytest tests/evaluate/test_append_race.py -q
@@ -21,8 +21,8 @@ import pytest
 
 from toolcanary.contract import CONTRACT_VERSION, ContractError
 from toolcanary.contract.csv_schemas import BFCL_COLUMNS, read_bfcl_by_category
-from toolcanary.evaluate.pass_folder import PassPaths
-from toolcanary.evaluate.schedule import read_published
+from toolcanary.evaluate.runner import PassPaths
+from toolcanary.evaluate.schedule import published_checkpoints
 
 ROUNDS = 50
 STEPS = (10, 20)
@@ -47,14 +47,14 @@ ROUND_S = 0.04  # each round starts at its own instant, this far after the previ
 
 
 def finish_passes(results: str, step: int, start: float, errors) -> None:
-    from toolcanary.evaluate.runner import _finish
+    from toolcanary.evaluate.runner import append_rows
 
     for number in range(ROUNDS):
         at = start + number * ROUND_S
         while time.time() < at:  # spin, so that both processes leave at the same microsecond
             pass
         try:
-            _finish(PassPaths.of(results, f"race-{number:02d}", step, 1), scored=False)
+            append_rows(PassPaths.of(results, f"race-{number:02d}", step, 1), scored=False)
         except Exception as err:  # noqa: BLE001 - reported to the test, which fails on it
             errors.put(f"round {number}, step {step}: {type(err).__name__}: {err}")
 
@@ -95,32 +95,32 @@ def test_drill_two_passes_appending_at_once_50_times_every_row_once_one_header(t
 
 def test_a_pass_whose_rows_are_already_there_appends_nothing_even_when_told_otherwise(tmp_path):
     """The check for rows already there runs under the lock, at the moment of the append."""
-    from toolcanary.evaluate.runner import _finish
+    from toolcanary.evaluate.runner import append_rows
 
     paths = prepare(tmp_path, "again", 10)
-    _finish(paths, scored=False)
-    _finish(paths, scored=False)  # a resumed pass that read the CSV before the first one appended
+    append_rows(paths, scored=False)
+    append_rows(paths, scored=False)  # a resumed pass that read the CSV before the first one appended
     assert len(read_bfcl_by_category(paths.csv)) == len(CATEGORIES)
 
 
 def test_drill_a_pass_whose_last_row_a_crash_tore_off_is_made_whole_by_its_resume(tmp_path, caplog, drill):
     """Torn tails, bfcl_by_category.csv: the torn row is the only loss, its pass is named as incomplete by
     every reader of results, and the pass's resume appends exactly that row again."""
-    from toolcanary.evaluate.runner import _finish
+    from toolcanary.evaluate.runner import append_rows
     from toolcanary.evaluate.schedule import scored_passes
 
     caplog.set_level(logging.WARNING)
     first, second = prepare(tmp_path, "torn", 10), prepare(tmp_path, "torn", 20)
-    _finish(first, scored=False)
-    _finish(second, scored=False)
+    append_rows(first, scored=False)
+    append_rows(second, scored=False)
     data = first.csv.read_bytes()
     first.csv.write_bytes(data[: len(data) - 12])  # a crash inside the last row of pass 20
     third = prepare(tmp_path, "torn", 30)
-    _finish(third, scored=False)  # the next writer fences the torn row off and starts on a fresh line
+    append_rows(third, scored=False)  # the next writer fences the torn row off and starts on a fresh line
     with pytest.raises(ContractError, match="step 20, pass 1.*multi_turn_base"):
         read_bfcl_by_category(first.csv)  # the analysis refuses an incomplete pass, naming it
     assert scored_passes(tmp_path, "torn") == {(10, 1), (30, 1)}  # so eval-all resumes pass 20
-    _finish(second, scored=True)  # the resume of pass 20
+    append_rows(second, scored=True)  # the resume of pass 20
     rows = read_bfcl_by_category(first.csv)
     assert len(rows) == 3 * len(CATEGORIES) and first.csv.read_text().count("step,pass") == 1
     reported = [r.getMessage() for r in caplog.records if "is torn" in r.getMessage() or "appended again" in r.getMessage()]
@@ -137,5 +137,5 @@ def test_the_watcher_skips_a_torn_last_published_line_and_reads_fenced_ones_past
     for step in (0, 10):
         (tmp_path / "r" / f"step_{step:04d}").mkdir()
     ledger.write_text('{"step": 0, "path": "step_0000", "weights_sha256": "a"}\n{"step": 10, "path": "st')
-    assert [p.step for p in read_published(tmp_path, "r")] == [0]  # the trainer is writing step 10's line
+    assert [p.step for p in published_checkpoints(tmp_path, "r")] == [0]  # the trainer is writing step 10's line
     assert any("is torn" in r.getMessage() for r in caplog.records)

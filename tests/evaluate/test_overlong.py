@@ -16,9 +16,9 @@ from oracle_answers import _lines, package_dir
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.manifests import EvalPassManifest
+from toolcanary.contract.pass_files import read_outcomes
 from toolcanary.evaluate.__main__ import build_parser, settings_from
-from toolcanary.evaluate.outcomes import count_rows, read_outcomes
-from toolcanary.evaluate.result_files import classify
+from toolcanary.evaluate.bfcl_files import classify, count_rows
 
 
 def shortest_and_longest(category: str) -> tuple[list[str], str, int]:

@@ -16,7 +16,7 @@ from conftest import SMALL, cli, make_checkpoint, run_args
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import EvalPassManifest
-from toolcanary.evaluate.score_files import read_scores
+from toolcanary.evaluate.bfcl_files import read_scores
 
 pytestmark = pytest.mark.slow
 

@@ -98,7 +98,7 @@ def test_every_subcommand_has_examples_in_its_help(tmp_path):
 
 def test_a_dot_env_in_the_project_root_is_refused_and_inherited_server_settings_are_dropped(tmp_path, monkeypatch):
     from toolcanary.contract.errors import ContractError
-    from toolcanary.evaluate.phases import bfcl_env, run_phase
+    from toolcanary.evaluate.bfcl_process import bfcl_env, run_phase
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://stale:1/v1")
     monkeypatch.setenv("BFCL_PROJECT_ROOT", "/somewhere/else")

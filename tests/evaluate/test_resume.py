@@ -19,7 +19,7 @@ import time
 import pytest
 from conftest import REPO, cli, make_checkpoint, read_csv, run_args
 
-from toolcanary.evaluate.result_files import progress_counts
+from toolcanary.evaluate.bfcl_files import progress_counts
 
 pytestmark = pytest.mark.slow
 CATS = ["simple_python", "irrelevance", "live_multiple", "multi_turn_base"]

@@ -18,7 +18,7 @@ from conftest import cli, make_checkpoint
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
-from toolcanary.evaluate.schedule import passes_for, read_published
+from toolcanary.evaluate.schedule import passes_for, published_checkpoints
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.command import TOOL_FLAGS, served_model_name, vllm_command
@@ -93,7 +93,7 @@ def test_a_bad_published_line_is_refused_with_its_line_number(tmp_path):
     (tmp_path / "g").mkdir()
     (tmp_path / "g/published.jsonl").write_text('{"step": 10, "path": "x", "weights_sha256": "ab"}\n{"step": 20}\n')
     with pytest.raises(ContractError, match="line 2"):
-        read_published(tmp_path, "g")
+        published_checkpoints(tmp_path, "g")
 
 
 def test_settings_come_from_the_environment_with_clear_errors():

@@ -15,8 +15,8 @@ import pytest
 from conftest import cli, run_args
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
+from toolcanary.contract.pass_files import read_outcomes
 from toolcanary.evaluate.bfcl_data import category_ids
-from toolcanary.evaluate.outcomes import read_outcomes
 
 pytestmark = pytest.mark.slow
 

@@ -123,9 +123,9 @@ def episodes(root: Path, run: str = "drill") -> list[dict]:
 
 def published(root: Path, run: str = "drill") -> dict[int, str]:
     entries = read_published(root / "checkpoints" / run)
-    steps = [e["step"] for e in entries]
+    steps = [e.step for e in entries]
     assert len(steps) == len(set(steps)), f"a step announced twice: {steps}"
-    return {e["step"]: e["weights_sha256"] for e in entries}
+    return {e.step: e.weights_sha256 for e in entries}
 
 
 def same_rows(a: dict, b: dict) -> bool:

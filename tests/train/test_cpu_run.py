@@ -41,11 +41,11 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
     assert summary["resumed_from"] == 0 and summary["last_step"] == 2
 
     run_dir = tmp_path / "checkpoints" / "e2e"
-    assert [e["step"] for e in read_published(run_dir)] == [0, 1, 2]
+    assert [e.step for e in read_published(run_dir)] == [0, 1, 2]
     for entry in read_published(run_dir):
-        folder = run_dir / entry["path"]
+        folder = run_dir / entry.path
         manifest = verify_checkpoint(folder)
-        assert manifest.step == entry["step"] and manifest.weights_sha256 == entry["weights_sha256"]
+        assert manifest.step == entry.step and manifest.weights_sha256 == entry.weights_sha256
         assert AutoModelForCausalLM.from_pretrained(folder).config.architectures == ["Qwen3ForCausalLM"]
         assert "<tool_call>" in AutoTokenizer.from_pretrained(folder).chat_template
 
@@ -78,7 +78,7 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
     rows = read_train_metrics(metrics_csv)
     assert [r["step"] for r in rows] == [1.0, 2.0, 3.0]
     assert rows[2]["curriculum_level"] == state_level  # step 3 starts where step 2's update left the level
-    assert [e["step"] for e in read_published(run_dir)] == [0, 1, 2, 3]
+    assert [e.step for e in read_published(run_dir)] == [0, 1, 2, 3]
     assert (tmp_path / "results" / "e2e" / "warm_start.csv").read_text().splitlines() == warm  # not redone
 
 

@@ -39,7 +39,7 @@ def test_publish_writes_a_complete_loadable_checkpoint_and_announces_it(policy, 
     assert manifest.weights_sha256 == digest
     assert {"chat_template.jinja", "tokenizer.json", "config.json", "model.safetensors"} <= {
         p.name for p in folder.iterdir()}
-    assert read_published(tmp_path) == [{"step": 10, "path": "step_0010", "weights_sha256": digest}]
+    assert [e.model_dump() for e in read_published(tmp_path)] == [{"step": 10, "path": "step_0010", "weights_sha256": digest}]
     assert AutoModelForCausalLM.from_pretrained(folder).config.model_type == "qwen3"
     assert AutoTokenizer.from_pretrained(folder).chat_template == tokenizer.chat_template
     assert oct((folder / "model.safetensors").stat().st_mode)[-3:] == "644"
@@ -90,7 +90,7 @@ def test_a_publish_killed_midway_leaves_only_complete_checkpoints(tiny_dir, tmp_
     for folder in visible:
         verify_checkpoint(folder)
     for entry in read_published(tmp_path):
-        verify_checkpoint(tmp_path / entry["path"])
+        verify_checkpoint(tmp_path / entry.path)
     remove_partial(tmp_path)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
@@ -112,7 +112,7 @@ def test_readers_refuse_a_folder_without_a_manifest_or_with_changed_weights(poli
 def test_a_torn_last_ledger_line_is_skipped(tmp_path):
     (tmp_path / "published.jsonl").write_text(json.dumps({"step": 1, "path": "step_0001", "weights_sha256": "a"})
                                               + '\n{"step": 2, "pa')
-    assert [e["step"] for e in read_published(tmp_path)] == [1]
+    assert [e.step for e in read_published(tmp_path)] == [1]
 
 
 def test_resume_restores_the_curriculum_level_weights_and_optimizer(policy, tmp_path):

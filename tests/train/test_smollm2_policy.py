@@ -93,7 +93,7 @@ def test_one_grpo_step_on_smollm2_publishes_loadable_checkpoints(tmp_path):
                   "--warm-start-steps", "1", "--max-turn-tokens", "16", "--quiet", "--log-level", "WARNING")
     assert done.returncode == 0, done.stderr[-3000:]
     run_dir = tmp_path / "checkpoints" / "smol"
-    assert [e["step"] for e in read_published(run_dir)] == [0, 1]
+    assert [e.step for e in read_published(run_dir)] == [0, 1]
     manifest = verify_checkpoint(run_dir / "step_0001")
     assert manifest.base_model.startswith("HuggingFaceTB/SmolLM2-135M-Instruct")
     config = json.loads((run_dir / "step_0001" / "config.json").read_text())

@@ -56,9 +56,9 @@ def test_drill_each_trainer_file_truncated_mid_line_loses_only_the_torn_line(tmp
     for step in (0, 10, 20):
         announce(checkpoints, step, f"sha-{step}")
     tear(checkpoints / "published.jsonl", 25)
-    assert [e["step"] for e in read_published(checkpoints)] == [0, 10]  # the torn last line: skipped, reported
+    assert [e.step for e in read_published(checkpoints)] == [0, 10]  # the torn last line: skipped, reported
     announce(checkpoints, 30, "sha-30")
-    ledger = [e["step"] for e in read_published(checkpoints)]
+    ledger = [e.step for e in read_published(checkpoints)]
 
     episodes = results / "episodes.jsonl"
     for step in (1, 2, 3):

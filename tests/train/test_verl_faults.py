@@ -138,4 +138,4 @@ def test_a_stop_found_at_a_save_comes_after_the_checkpoint_is_published(gpu_env,
                                "actor_rollout_ref": {"model": {"path": "Qwen/Qwen3-4B"}}})
     with pytest.raises(TrainingStopped, match="abort causes: timeout 6 \\(verify 6\\)"):
         PublishingCheckpointCallback(config=config).on_save(trainer=None, global_step=3, checkpoint_dir=str(save))
-    assert [e["step"] for e in read_published(TrainSettings.from_env().run_checkpoints())] == [3]
+    assert [e.step for e in read_published(TrainSettings.from_env().run_checkpoints())] == [3]

@@ -119,7 +119,7 @@ def test_callback_publishes_verls_hf_folder_with_the_curriculum_level(tmp_path, 
     published = settings.run_checkpoints()
     manifest = verify_checkpoint(published / "step_0010")
     assert manifest.curriculum_level == 40 and manifest.step == 10 and manifest.enable_thinking is True
-    assert read_published(published)[0]["path"] == "step_0010"
+    assert read_published(published)[0].path == "step_0010"
     (save / "actor" / "huggingface" / "model.safetensors").unlink()
     with pytest.raises(ContractError, match="hf_model"):
         callback.on_save(trainer=None, global_step=20, checkpoint_dir=str(save))

@@ -2,30 +2,37 @@
 
 For every pass folder `<results>/<run>/passes/step_NNNN_pass_P/outcomes.jsonl`: (correct, total) per
 category over all items, and again over the unflagged items only, both through the contract's
-`aggregate_value`. Items are counted as the eval client counts them: "correct" is right, any other outcome
-wrong, and "overlong" leaves the total when that pass's request.json says `overlong_counted_wrong: false`.
+`aggregate_value`. The files are read, and items counted, exactly as the evaluation does it, through
+`toolcanary.contract.pass_files` (`read_request`, `read_outcomes`, `count_outcomes`): "correct" is right, any
+other outcome wrong, and "overlong" leaves the total when that pass's request.json says
+`overlong_counted_wrong: false`.
 The full counts are checked against `bfcl_by_category.csv` so a reader knows both tables describe the same
 passes. A pass whose outcomes cannot be read is listed with the reason and left out; the audit goes on.
 
-    python -c "from toolcanary.audit.robustness import recompute; help(recompute)"
+    robustness = recompute(results_dir / run, flagged={("simple_python", "simple_python_3")})
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from toolcanary.contract.bfcl import AGGREGATE_NAMES, BY_NAME, aggregate_value
+from toolcanary.contract.bfcl import AGGREGATE_NAMES, aggregate_value
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.pass_files import (
+    OUTCOMES_FILE,
+    REQUEST_FILE,
+    count_outcomes,
+    read_outcomes,
+    read_request,
+)
 
 log = logging.getLogger(__name__)
 PASS_FOLDER = re.compile(r"^step_(\d+)_pass_(\d+)$")
-CORRECT, OVERLONG = "correct", "overlong"
 
 Counts = dict[str, tuple[int, int]]
 
@@ -83,41 +90,12 @@ def aggregates(counts: Mapping[str, tuple[int, int]]) -> dict[str, float | None]
 
 def count_pass(folder: Path, flagged: set[tuple[str, str]]) -> tuple[Counts, Counts]:
     """(full, unflagged) counts of one pass folder. Raises ContractError naming the bad file and line."""
-    counted_wrong = True
-    request = folder / "request.json"
-    if request.is_file():
-        try:
-            counted_wrong = bool(json.loads(request.read_text()).get("overlong_counted_wrong", True))
-        except (json.JSONDecodeError, AttributeError) as err:
-            raise ContractError(str(request), "the pass's request JSON object", repr(err)[:160]) from err
-    full: dict[str, list[int]] = {}
-    kept: dict[str, list[int]] = {}
-    path = folder / "outcomes.jsonl"
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            category, item, outcome = str(record["category"]), str(record["id"]), str(record["outcome"])
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ContractError(
-                f"{path}: line {number}",
-                '{"category", "id", "outcome"}',
-                repr(err)[:160],
-                "Re-run that pass's evaluation",
-            ) from err
-        if category not in BY_NAME:
-            raise ContractError(f"{path}: line {number}", "a BFCL V4 category", repr(category))
-        # A category whose items are all flagged stays in `kept` with total 0: its aggregates become n/a.
-        kept.setdefault(category, [0, 0])
-        if outcome == OVERLONG and not counted_wrong:
-            full.setdefault(category, [0, 0])
-            continue
-        for tally in (full,) if (category, item) in flagged else (full, kept):
-            counts = tally.setdefault(category, [0, 0])
-            counts[0] += outcome == CORRECT
-            counts[1] += 1
-    return {c: (a, b) for c, (a, b) in full.items()}, {c: (a, b) for c, (a, b) in kept.items()}
+    request = folder / REQUEST_FILE
+    # A pass folder without request.json predates it; the evaluation's default then applied.
+    counted_wrong = read_request(request).overlong_counted_wrong if request.is_file() else True
+    outcomes = read_outcomes(folder / OUTCOMES_FILE)
+    # A category whose items are all flagged stays in the unflagged counts with total 0: its aggregates become n/a.
+    return count_outcomes(outcomes, counted_wrong), count_outcomes(outcomes, counted_wrong, leave_out=flagged)
 
 
 def _csv_counts(run_dir: Path, problems: list[str]) -> dict[tuple[int, int], Counts] | None:
@@ -142,7 +120,7 @@ def recompute(run_dir: Path, flagged: set[tuple[str, str]]) -> Robustness:
     folders = sorted(
         (int(m[1]), int(m[2]), p)
         for p in (run_dir / "passes").glob("step_*_pass_*")
-        if (m := PASS_FOLDER.match(p.name)) and (p / "outcomes.jsonl").is_file()
+        if (m := PASS_FOLDER.match(p.name)) and (p / OUTCOMES_FILE).is_file()
     )
     for step, pass_index, folder in folders:
         try:

@@ -1,7 +1,13 @@
-"""Manifests written beside every published checkpoint and every evaluation pass.
+"""Manifests written beside every published checkpoint and every evaluation pass, and the publication ledger.
 
 A checkpoint folder is complete only when its `manifest.json` parses into `CheckpointManifest`; readers
 call `read_checkpoint_manifest`, which refuses anything less.
+
+`<checkpoints>/<run>/published.jsonl` holds one `PublishedCheckpoint` per line, appended by the trainer once
+a checkpoint folder is whole (`append_published`) and read by the trainer and the evaluation's eval-all and
+watch (`read_published`), both under the append-only rule of `toolcanary.contract.append_only`.
+
+    for entry in read_published(checkpoints_dir / run): print(entry.step, entry.path)
 """
 
 from __future__ import annotations
@@ -9,11 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolcanary.contract.append_only import append_text, iter_lines, refused_line
 from toolcanary.contract.errors import ContractError
 
 CHECKPOINT_MANIFEST = "manifest.json"
+PUBLISHED = "published.jsonl"
 
 
 class CheckpointManifest(BaseModel):
@@ -92,3 +100,40 @@ def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
     if missing:
         raise ContractError(str(folder), f"weight files {manifest.weight_files}", f"{missing} missing")
     return manifest
+
+
+class PublishedCheckpoint(BaseModel):
+    """One line of `<checkpoints>/<run>/published.jsonl`: a checkpoint folder that is whole."""
+
+    model_config = ConfigDict(frozen=True)
+
+    step: int = Field(ge=0)
+    path: str = Field(description="the checkpoint folder, relative to the folder holding published.jsonl")
+    weights_sha256: str = Field(min_length=1, description="the checkpoint manifest's weights_sha256")
+
+
+def read_published(folder: str | Path) -> list[PublishedCheckpoint]:
+    """Every checkpoint `folder/published.jsonl` announces, in file order (none when there is no ledger).
+
+    The append-only rule, the same for every reader: a torn last line (the trainer is writing it, or was killed
+    there) and torn lines a later append fenced off are skipped with a warning; any other line that is not a
+    whole `PublishedCheckpoint` was cut or edited, and is refused with its number.
+
+    Raises:
+        ContractError: a broken line that no writer fenced off.
+    """
+    ledger = Path(folder) / PUBLISHED
+    entries = []
+    for number, line in iter_lines(ledger):
+        try:
+            entries.append(PublishedCheckpoint.model_validate_json(line))
+        except ValidationError:
+            raise refused_line(ledger, number, 'a JSON object {"step": N, "path": "...", "weights_sha256": "..."}',
+                               line) from None
+    return entries
+
+
+def append_published(folder: str | Path, entry: PublishedCheckpoint) -> None:
+    """Append one line to `folder/published.jsonl`; the run's one trainer process is its only writer."""
+    # json.dumps keeps the spaced layout the ledger has always had, so older ledgers and new lines look alike.
+    append_text(Path(folder) / PUBLISHED, json.dumps(entry.model_dump()) + "\n")

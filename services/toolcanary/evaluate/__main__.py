@@ -2,7 +2,7 @@
 
 Subcommands: `run` (one pass of one served checkpoint), `eval-all` (every published checkpoint not yet
 scored, plus the repeats), `watch` (score checkpoints as they are published), `ls` (categories and item
-counts). Defaults live in toolcanary.evaluate.settings.EvalSettings; environment variables override them
+counts), `guards` (the phases of a pass and the guards each one runs). Defaults live in toolcanary.evaluate.settings.EvalSettings; environment variables override them
 and flags override both.
 """
 
@@ -30,6 +30,9 @@ ALL_EXAMPLES = """examples:
   python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
   python -m toolcanary.evaluate eval-all --run grpo1 --serving local --serve-command "python -m vllm.entrypoints.openai.api_server --model {model_dir} --served-model-name {served_model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3"
   python -m toolcanary.evaluate watch --run grpo1 --serving compose --until-step 200
+"""
+GUARDS_EXAMPLES = """examples:
+  python -m toolcanary.evaluate guards
 """
 
 
@@ -97,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--max-idle-s", type=float, help="stop after this long without a new checkpoint")
         _common(sub)
     commands.add_parser("ls", help="list BFCL categories, item counts and which run by default")
+    commands.add_parser("guards", help="list the phases of a pass and every guard: its phase and the failure it prevents",
+                        epilog=GUARDS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
 
 
@@ -122,6 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         for category in BY_NAME.values():
             default = "default" if category.name in OFFLINE_CATEGORIES else "opt-in"
             print(f"{category.name:26s} {category.group:10s} {category.items:5d}  {default}")
+        return 0
+    if args.command == "guards":
+        from toolcanary.evaluate.guards import describe
+
+        print(describe(), end="")
         return 0
     try:
         settings = settings_from(args)

@@ -1,7 +1,7 @@
 """BFCL's item ids per category, read straight from the installed bfcl-eval data files, and id sampling.
 
 Reading the JSON files directly keeps the client fast: importing bfcl_eval itself costs about 9 s. Also
-the home of guard 6: an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
+the home of guard 6 (guards.UNKNOWN_IDS): an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
 drops unknown ids without a word.
 
     python -c "from toolcanary.evaluate.bfcl_data import category_ids; print(len(category_ids('irrelevance')))"
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from toolcanary.contract.bfcl import BY_NAME
 from toolcanary.contract.errors import ContractError
+from toolcanary.evaluate import guards
 
 RESULT_PREFIX = "BFCL_v4_"
 
@@ -80,8 +81,9 @@ def choose_sample(categories: list[str], size: int, seed: int) -> dict[str, list
     return chosen
 
 
+@guards.enforces(guards.UNKNOWN_IDS)
 def check_ids(requested: dict[str, list[str]], where: str) -> None:
-    """Guard 6: every requested id must be a BFCL item of the category it is listed under."""
+    """Every requested id must be a BFCL item of the category it is listed under."""
     check_categories(list(requested))
     problems = []
     for category, ids in requested.items():

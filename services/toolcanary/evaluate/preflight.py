@@ -1,4 +1,4 @@
-"""Guard 3: probe the server before a single BFCL item is sent.
+"""Guard 3 (toolcanary.evaluate.guards.PREFLIGHT): probe the server before a single BFCL item is sent.
 
 Four checks, each a known way for bfcl-eval to report a wrong number without failing: the server must
 list the expected model (a stale server would score another checkpoint), accept a tools request with
@@ -18,6 +18,7 @@ import httpx
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.hermes import parse_assistant_text
+from toolcanary.evaluate import guards
 
 log = logging.getLogger(__name__)
 PROBE_TOOL = {
@@ -74,6 +75,7 @@ def _check_no_raw_calls(base_url: str, message: dict, what: str) -> None:
                     FIX_PARSER)
 
 
+@guards.enforces(guards.PREFLIGHT)
 def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: float = 60.0) -> ProbeReport:
     """Run the four checks; raise ContractError naming the first that fails."""
     base_url = base_url.rstrip("/")

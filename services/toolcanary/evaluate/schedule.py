@@ -1,8 +1,9 @@
 """eval-all and watch: score every published checkpoint of a run, plus the repeats, through a Serving.
 
-Published checkpoints are the JSON lines of `<checkpoints>/<run>/published.jsonl`
-({"step": N, "path": "...", "weights_sha256": "..."}). A (step, pass) is done when its rows are in the
-run's CSV; a pass folder without rows is resumed, so an interrupted eval-all picks up where it stopped.
+Published checkpoints are the lines of `<checkpoints>/<run>/published.jsonl`
+(`toolcanary.contract.manifests.PublishedCheckpoint`, read with `read_published`). A (step, pass) is done
+when its rows are in the run's CSV; a pass folder without rows is resumed, so an interrupted eval-all picks
+up where it stopped.
 
     python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
     python -m toolcanary.evaluate watch --run grpo1 --serving local --serve-command "..." --until-step 200
@@ -11,18 +12,15 @@ run's CSV; a pass folder without rows is resumed, so an interrupted eval-all pic
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolcanary.contract.append_only import iter_lines
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import read_checkpoint_manifest
-from toolcanary.evaluate.pass_folder import PassPaths, csv_lock
-from toolcanary.evaluate.runner import PassOptions, run_pass
+from toolcanary.contract.manifests import read_checkpoint_manifest, read_published
+from toolcanary.evaluate.runner import PassOptions, PassPaths, csv_lock, run_pass
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.command import served_model_name
@@ -37,22 +35,18 @@ class Published:
     weights_sha256: str
 
 
-def read_published(checkpoints_dir: Path, run: str) -> list[Published]:
-    """Published checkpoints in step order, under the append-only rule: a torn last line (the trainer is
-    writing it, or was killed there) and torn lines the trainer fenced off are skipped with a warning; any
-    other bad line is refused with its line number."""
-    path = checkpoints_dir / run / "published.jsonl"
+def published_checkpoints(checkpoints_dir: Path, run: str) -> list[Published]:
+    """Published checkpoints in step order, read with the contract's ledger reader (its append-only rule: a
+    torn last line and fenced torn lines are skipped with a warning, any other bad line is refused with its
+    number). A step announced twice counts once, by its last line; a path that is not an absolute, existing
+    folder is taken as the name of a folder beside the ledger (it was written on another machine)."""
+    folder = checkpoints_dir / run
     found: dict[int, Published] = {}
-    for number, line in iter_lines(path):
-        try:
-            record = json.loads(line)
-            entry = Published(int(record["step"]), Path(record["path"]), str(record["weights_sha256"]))
-        except (ValueError, KeyError, TypeError):
-            raise ContractError(f"{path}: line {number}", '{"step": N, "path": "...", "weights_sha256": "..."}',
-                                repr(line[:200]), "Fix the line; the trainer appends one per published checkpoint") from None
-        if not entry.path.is_absolute() or not entry.path.exists():
-            entry = Published(entry.step, checkpoints_dir / run / entry.path.name, entry.weights_sha256)
-        found[entry.step] = entry
+    for record in read_published(folder):
+        path = Path(record.path)
+        if not path.is_absolute() or not path.exists():
+            path = folder / path.name
+        found[record.step] = Published(record.step, path, record.weights_sha256)
     return [found[s] for s in sorted(found)]
 
 
@@ -89,7 +83,7 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
     serving = serving or make_serving(settings, run)
     done = scored_passes(settings.results_dir, run)
     scored, failures = [], []
-    for entry in read_published(settings.checkpoints_dir, run):
+    for entry in published_checkpoints(settings.checkpoints_dir, run):
         todo = [p for p in passes_for(entry.step, settings) if (entry.step, p) not in done]
         if not todo:
             continue

@@ -21,7 +21,7 @@ from typing import Protocol
 import httpx
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.evaluate.phases import die_with_parent
+from toolcanary.evaluate.bfcl_process import die_with_parent
 
 log = logging.getLogger(__name__)
 

@@ -29,13 +29,19 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from toolcanary.contract import CONTRACT_VERSION
-from toolcanary.contract.append_only import append_text, fsync_dir, iter_lines, refused_line
+from toolcanary.contract.append_only import fsync_dir
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import CHECKPOINT_MANIFEST, CheckpointManifest, read_checkpoint_manifest
+from toolcanary.contract.manifests import (
+    CHECKPOINT_MANIFEST,
+    CheckpointManifest,
+    PublishedCheckpoint,
+    append_published,
+    read_checkpoint_manifest,
+    read_published,
+)
 from toolcanary.train.settings import REPO_ROOT
 
 logger = logging.getLogger(__name__)
-PUBLISHED = "published.jsonl"
 
 
 def step_dir_name(step: int) -> str:
@@ -176,23 +182,9 @@ def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_mo
 
 def announce(run_dir: Path, step: int, sha: str) -> None:
     """Append the watcher's line for a step, once."""
-    if any(entry["step"] == step for entry in read_published(run_dir)):
+    if any(entry.step == step for entry in read_published(run_dir)):
         return
-    line = json.dumps({"step": step, "path": step_dir_name(step), "weights_sha256": sha}) + "\n"
-    append_text(run_dir / PUBLISHED, line)
-
-
-def read_published(run_dir: Path) -> list[dict]:
-    """The announced checkpoints, in order. A torn last line (a publish killed mid-line) and a torn line a
-    later publish fenced off are skipped with a warning; any other unreadable line is refused."""
-    ledger = run_dir / PUBLISHED
-    entries = []
-    for number, line in iter_lines(ledger):
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise refused_line(ledger, number, 'a JSON object {"step", "path", "weights_sha256"}', line) from None
-    return entries
+    append_published(run_dir, PublishedCheckpoint(step=step, path=step_dir_name(step), weights_sha256=sha))
 
 
 def verify_checkpoint(folder: Path) -> CheckpointManifest:

@@ -4,7 +4,7 @@ A fresh process per phase matters: bfcl-eval caches multi-turn backends in modul
 phases (or two passes) in one process can leak state into each other. The child is killed if the client
 dies, so a killed pass never keeps writing into a folder that a resume is cleaning.
 
-    python -c "from toolcanary.evaluate.phases import run_phase; help(run_phase)"
+    run_phase("generate", ["generate", "--model", key, "--run-ids"], bfcl_env(...), log_file, timeout_s)
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.evaluate.result_files import progress_counts
+from toolcanary.evaluate.bfcl_files import progress_counts
 
 log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
@@ -32,7 +32,7 @@ def die_with_parent() -> None:
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
-        pass  # not Linux: the lock in pass_folder still stops two clients from sharing a folder
+        pass  # not Linux: the pass folder's lock in runner still stops two clients from sharing a folder
 
 
 def bfcl_env(bfcl_root: Path, base_url: str, api_key: str, served_model: str, registry_key: str,

@@ -1,0 +1,183 @@
+"""The evaluation's per-run and per-pass files: `sample.json`, `request.json` and `outcomes.jsonl`.
+
+Under `<results>/<run>/`:
+
+- `sample.json` (`RunSample`): the `--sample`/`--seed` of the run and the ids it chose, pinned so every pass
+  of the run scores the same items.
+- `passes/step_NNNN_pass_P/request.json` (`PassRequest`): everything that decides a pass's numbers; a
+  resumed pass must ask for exactly the same.
+- `passes/step_NNNN_pass_P/outcomes.jsonl` (`ItemOutcome`, one line per item): "correct", BFCL's error type,
+  or "overlong". `count_outcomes` turns them into (correct, total) per category, the one counting rule that
+  the evaluation's rows and the audit's recomputation share.
+
+The evaluation writes all three (atomically: a temporary file renamed into place); the evaluation and the
+audit read them through the readers here, which refuse a bad file with what was expected and what to do.
+
+    request = read_request(folder / REQUEST_FILE)
+    counts = count_outcomes(read_outcomes(folder / OUTCOMES_FILE), request.overlong_counted_wrong)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from toolcanary.contract.bfcl import BY_NAME
+from toolcanary.contract.errors import ContractError
+
+SAMPLE_FILE = "sample.json"
+REQUEST_FILE = "request.json"
+OUTCOMES_FILE = "outcomes.jsonl"
+# The two outcomes that are not BFCL error types; every other outcome is an error type and counts as wrong.
+CORRECT = "correct"
+OVERLONG = "overlong"
+
+
+class RunSample(BaseModel):
+    """`<results>/<run>/sample.json`: the item sample every pass of a run scores."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    size: int = Field(ge=1, description="items per category")
+    seed: int
+    ids: dict[str, list[str]] = Field(description="the chosen ids per category, in BFCL's data order")
+
+
+class PassRequest(BaseModel):
+    """`<results>/<run>/passes/step_NNNN_pass_P/request.json`: what decides a pass's numbers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    run: str
+    step: int = Field(ge=0)
+    pass_index: int = Field(ge=1)
+    served_model: str
+    registry_key: str
+    weights_sha256: str | None = Field(description="None: an untrained base model, not a checkpoint")
+    categories: list[str]
+    ids: dict[str, list[str]]
+    temperature: float
+    overlong_counted_wrong: bool
+
+    def differences(self, other: PassRequest) -> list[str]:
+        """One line per field that differs from `other` (the request in the folder)."""
+        mine, theirs = self.model_dump(), other.model_dump()
+        return [f"{k}: folder has {theirs[k]!r:.120}, now {mine[k]!r:.120}" for k in mine if mine[k] != theirs[k]]
+
+
+class ItemOutcome(BaseModel):
+    """One line of `outcomes.jsonl`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    category: str
+    id: str
+    outcome: str = Field(description='"correct", "overlong", or the BFCL error type of a wrong answer')
+
+    @field_validator("category")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in BY_NAME:
+            raise ValueError(f"a BFCL V4 category, not {value!r}")
+        return value
+
+
+def write_json(path: Path, value: object) -> None:
+    """Write through a temporary file so a kill never leaves half a file behind."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _read_model(path: Path, model: type[BaseModel], what: str, fix: str) -> BaseModel:
+    try:
+        return model.model_validate_json(path.read_text())
+    except OSError as err:
+        raise ContractError(str(path), what, f"an unreadable file ({err.strerror})", fix) from None
+    except ValidationError as err:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in err.errors()[:3])
+        raise ContractError(str(path), what, problems, fix) from None
+
+
+def read_sample(path: Path) -> RunSample:
+    """The run's pinned sample. Raises ContractError for a file that is not a whole `RunSample`."""
+    return _read_model(path, RunSample, 'JSON {"size": K, "seed": S, "ids": {"category": ["id", ...]}}',
+                       "The run's sample file is damaged; restore it, or score under another --run")
+
+
+def write_sample(path: Path, sample: RunSample) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json(path, sample.model_dump(mode="json"))
+
+
+def read_request(path: Path) -> PassRequest:
+    """A pass's frozen request. Raises ContractError for a file that is not a whole `PassRequest`."""
+    return _read_model(path, PassRequest, f"a pass request with the fields {list(PassRequest.model_fields)}",
+                       "The pass folder is damaged or from another version; move it away and score the pass again")
+
+
+def write_request(path: Path, request: PassRequest) -> None:
+    write_json(path, request.model_dump(mode="json"))
+
+
+def read_outcomes(path: Path) -> list[ItemOutcome]:
+    """Every line of `outcomes.jsonl`, in file order.
+
+    Raises:
+        ContractError: a line that is not `{"category", "id", "outcome"}` with a BFCL V4 category (its number
+            is named), or a file that cannot be read.
+    """
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ContractError(str(path), "a pass's outcomes file", f"an unreadable file ({err.strerror})",
+                            "Re-run that pass's evaluation") from None
+    outcomes = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            outcomes.append(ItemOutcome.model_validate_json(line))
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'line'}: {e['msg']}" for e in err.errors()[:3])
+            raise ContractError(f"{path}: line {number}", '{"category", "id", "outcome"} with a BFCL V4 category',
+                                f"{line[:120]!r} ({problems})", "Re-run that pass's evaluation") from None
+    return outcomes
+
+
+def write_outcomes(path: Path, outcomes: Iterable[ItemOutcome]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(o.model_dump_json() + "\n" for o in outcomes))
+    tmp.replace(path)
+
+
+def count_outcomes(outcomes: Iterable[ItemOutcome], overlong_counted_wrong: bool,
+                   leave_out: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset(),
+                   ) -> dict[str, tuple[int, int]]:
+    """(correct, total) per category, in the order categories first appear.
+
+    "correct" is right and every other outcome wrong; "overlong" leaves the total when the pass was run with
+    `overlong_counted_wrong=False`. Items in `leave_out` ((category, id) pairs) are not counted, but their
+    category stays, with total 0 when nothing of it is left.
+    """
+    tallies: dict[str, list[int]] = {}
+    for item in outcomes:
+        tally = tallies.setdefault(item.category, [0, 0])
+        if (item.outcome == OVERLONG and not overlong_counted_wrong) or (item.category, item.id) in leave_out:
+            continue
+        tally[0] += item.outcome == CORRECT
+        tally[1] += 1
+    return {c: (correct, total) for c, (correct, total) in tallies.items()}
+
+
+def error_counts(outcomes: Iterable[ItemOutcome]) -> dict[str, int]:
+    """How many items ended with each outcome other than "correct", by outcome name."""
+    counts: dict[str, int] = {}
+    for item in outcomes:
+        if item.outcome != CORRECT:
+            counts[item.outcome] = counts.get(item.outcome, 0) + 1
+    return dict(sorted(counts.items()))

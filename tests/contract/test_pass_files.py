@@ -1,0 +1,84 @@
+"""The evaluation's boundary files: published.jsonl (manifests), request.json, sample.json and outcomes.jsonl
+(pass_files), read back as written, with one counting rule, and refused with a usable message when damaged.
+
+Run: .venvs/dev/bin/python -m pytest tests/contract/test_pass_files.py -q
+"""
+
+import json
+
+import pytest
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.manifests import PublishedCheckpoint, append_published, read_published
+from toolcanary.contract.pass_files import (
+    ItemOutcome,
+    PassRequest,
+    RunSample,
+    count_outcomes,
+    error_counts,
+    read_outcomes,
+    read_request,
+    read_sample,
+    write_outcomes,
+    write_request,
+    write_sample,
+)
+
+
+def request(**overrides) -> PassRequest:
+    fields = dict(run="r", step=0, pass_index=1, served_model="r-step0000", registry_key="toolcanary-served-FC",
+                  weights_sha256=None, categories=["irrelevance"], ids={"irrelevance": ["irrelevance_0"]},
+                  temperature=0.001, overlong_counted_wrong=True)
+    return PassRequest(**{**fields, **overrides})
+
+
+def test_request_and_sample_round_trip_and_differences_name_the_field(tmp_path):
+    write_request(tmp_path / "request.json", request())
+    assert read_request(tmp_path / "request.json") == request()
+    assert request(step=5).differences(request()) == ["step: folder has 0, now 5"]
+    write_sample(tmp_path / "run" / "sample.json", RunSample(size=1, seed=3, ids={"irrelevance": ["irrelevance_0"]}))
+    assert read_sample(tmp_path / "run" / "sample.json").seed == 3
+
+
+def test_a_damaged_request_or_sample_says_what_was_expected_and_what_to_do(tmp_path):
+    (tmp_path / "request.json").write_text("{not json")
+    with pytest.raises(ContractError, match="request.json: expected a pass request .*move it away"):
+        read_request(tmp_path / "request.json")
+    (tmp_path / "sample.json").write_text(json.dumps({"size": 2, "ids": {}}))
+    with pytest.raises(ContractError, match="sample.json: expected JSON .*got seed: Field required.*restore it"):
+        read_sample(tmp_path / "sample.json")
+
+
+def test_outcomes_round_trip_and_a_bad_line_is_named(tmp_path):
+    outcomes = [ItemOutcome(category="irrelevance", id="irrelevance_0", outcome="correct"),
+                ItemOutcome(category="irrelevance", id="irrelevance_1", outcome="overlong"),
+                ItemOutcome(category="simple_python", id="simple_python_0", outcome="wrong_values")]
+    write_outcomes(tmp_path / "outcomes.jsonl", outcomes)
+    assert read_outcomes(tmp_path / "outcomes.jsonl") == outcomes
+    with (tmp_path / "outcomes.jsonl").open("a") as handle:
+        handle.write('{"category": "simple_pyton", "id": "x", "outcome": "correct"}\n')
+    with pytest.raises(ContractError, match="outcomes.jsonl: line 4: expected .*a BFCL V4 category"):
+        read_outcomes(tmp_path / "outcomes.jsonl")
+
+
+def test_one_counting_rule_for_overlong_items_and_left_out_ones():
+    outcomes = [ItemOutcome(category="irrelevance", id="a", outcome="correct"),
+                ItemOutcome(category="irrelevance", id="b", outcome="overlong"),
+                ItemOutcome(category="simple_python", id="c", outcome="wrong_values")]
+    assert count_outcomes(outcomes, True) == {"irrelevance": (1, 2), "simple_python": (0, 1)}
+    assert count_outcomes(outcomes, False) == {"irrelevance": (1, 1), "simple_python": (0, 1)}
+    # A category whose every item is left out stays, with total 0.
+    assert count_outcomes(outcomes, True, leave_out={("simple_python", "c")})["simple_python"] == (0, 0)
+    assert error_counts(outcomes) == {"overlong": 1, "wrong_values": 1}
+
+
+def test_the_publication_ledger_round_trips_and_refuses_an_incomplete_line(tmp_path):
+    append_published(tmp_path, PublishedCheckpoint(step=0, path="step_0000", weights_sha256="a" * 64))
+    assert (tmp_path / "published.jsonl").read_text() == \
+        f'{{"step": 0, "path": "step_0000", "weights_sha256": "{"a" * 64}"}}\n'
+    assert [e.step for e in read_published(tmp_path)] == [0]
+    with (tmp_path / "published.jsonl").open("a") as handle:
+        handle.write('{"step": 10}\n{"step": 20, "path": "step_0020", "weights_sha256": "c"}\n')
+    with pytest.raises(ContractError, match=r"published.jsonl: line 2: expected a JSON object .*no writer fenced"):
+        read_published(tmp_path)
+    assert read_published(tmp_path / "missing") == []
