@@ -82,3 +82,27 @@ def test_the_publication_ledger_round_trips_and_refuses_an_incomplete_line(tmp_p
     with pytest.raises(ContractError, match=r"published.jsonl: line 2: expected a JSON object .*no writer fenced"):
         read_published(tmp_path)
     assert read_published(tmp_path / "missing") == []
+
+
+def test_counts_and_failure_round_trip_and_a_damaged_counts_file_is_refused(tmp_path):
+    from toolcanary.contract.pass_files import (
+        CountRow,
+        FailedItem,
+        PassFailure,
+        read_counts,
+        read_failure,
+        write_counts,
+        write_failure,
+    )
+
+    rows = [CountRow(step=0, pass_index=1, category="irrelevance", correct=3, total=4)]
+    write_counts(tmp_path / "counts.json", rows)
+    assert json.loads((tmp_path / "counts.json").read_text())[0]["correct"] == 3
+    assert read_counts(tmp_path / "counts.json") == rows
+    failure = PassFailure(reason="failed requests", at="2026-12-01T00:00:00Z", counts={"timeout": 1},
+                          items=[FailedItem(category="irrelevance", id="irrelevance_0", error="timeout")])
+    write_failure(tmp_path / "failure.json", failure)
+    assert read_failure(tmp_path / "failure.json") == failure
+    (tmp_path / "counts.json").write_text('[{"step": 0, "pass_index": 1, "category": "irrelevance", "correct": -1}]')
+    with pytest.raises(ContractError, match="score the pass again"):
+        read_counts(tmp_path / "counts.json")

@@ -1,4 +1,5 @@
-"""The evaluation's per-run and per-pass files: `sample.json`, `request.json` and `outcomes.jsonl`.
+"""The evaluation's per-run and per-pass files: `sample.json`, `request.json`, `outcomes.jsonl`, `counts.json`
+and `failure.json`.
 
 Under `<results>/<run>/`:
 
@@ -9,8 +10,11 @@ Under `<results>/<run>/`:
 - `passes/step_NNNN_pass_P/outcomes.jsonl` (`ItemOutcome`, one line per item): "correct", BFCL's error type,
   or "overlong". `count_outcomes` turns them into (correct, total) per category, the one counting rule that
   the evaluation's rows and the audit's recomputation share.
+- `passes/step_NNNN_pass_P/counts.json` (`PassCounts`): the pass's rows, written before they are appended to
+  `bfcl_by_category.csv`, so a pass killed during the append resumes with the append alone.
+- `passes/step_NNNN_pass_P/failure.json` (`PassFailure`): why a pass was refused, when it was.
 
-The evaluation writes all three (atomically: a temporary file renamed into place); the evaluation and the
+The evaluation writes all of them (atomically: a temporary file renamed into place); the evaluation and the
 audit read them through the readers here, which refuse a bad file with what was expected and what to do.
 
     request = read_request(folder / REQUEST_FILE)
@@ -24,7 +28,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, field_validator
 
 from toolcanary.contract.bfcl import BY_NAME
 from toolcanary.contract.errors import ContractError
@@ -32,6 +36,8 @@ from toolcanary.contract.errors import ContractError
 SAMPLE_FILE = "sample.json"
 REQUEST_FILE = "request.json"
 OUTCOMES_FILE = "outcomes.jsonl"
+COUNTS_FILE = "counts.json"
+FAILURE_FILE = "failure.json"
 # The two outcomes that are not BFCL error types; every other outcome is an error type and counts as wrong.
 CORRECT = "correct"
 OVERLONG = "overlong"
@@ -84,6 +90,40 @@ class ItemOutcome(BaseModel):
         if value not in BY_NAME:
             raise ValueError(f"a BFCL V4 category, not {value!r}")
         return value
+
+
+class CountRow(BaseModel):
+    """One row of `counts.json`: the `bfcl_by_category.csv` row a pass appends for one category."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    step: int = Field(ge=0)
+    pass_index: int = Field(ge=1)
+    category: str
+    correct: int = Field(ge=0)
+    total: int = Field(ge=0)
+
+
+class PassCounts(RootModel[list[CountRow]]):
+    """`counts.json`: a JSON list of `CountRow`."""
+
+
+class FailedItem(BaseModel):
+    category: str
+    id: str
+    error: str
+
+
+class PassFailure(BaseModel):
+    """`failure.json`: why a pass was refused; `counts`, `items` and `example` when requests failed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reason: str
+    at: str = Field(description="UTC time of the refusal, ISO 8601")
+    counts: dict[str, int] | None = Field(None, description="failed requests by kind")
+    items: list[FailedItem] | None = Field(None, description="every failed request; --resume retries only these")
+    example: str | None = Field(None, description="the start of one failed request's answer")
 
 
 def write_json(path: Path, value: object) -> None:
@@ -181,3 +221,30 @@ def error_counts(outcomes: Iterable[ItemOutcome]) -> dict[str, int]:
         if item.outcome != CORRECT:
             counts[item.outcome] = counts.get(item.outcome, 0) + 1
     return dict(sorted(counts.items()))
+
+
+def write_counts(path: Path, rows: Iterable[CountRow]) -> None:
+    write_json(path, [row.model_dump(mode="json") for row in rows])
+
+
+def read_counts(path: Path) -> list[CountRow]:
+    """The rows a pass counted. Raises ContractError for a file that is not a JSON list of rows."""
+    try:
+        return PassCounts.model_validate_json(path.read_text()).root
+    except OSError as err:
+        raise ContractError(str(path), "a pass's counted rows", f"an unreadable file ({err.strerror})",
+                            "Score the pass again") from None
+    except ValidationError as err:
+        raise ContractError(str(path), 'a JSON list of {"step", "pass_index", "category", "correct", "total"}',
+                            str(err).splitlines()[0][:200],
+                            "The pass folder is damaged; move it away and score the pass again") from None
+
+
+def write_failure(path: Path, failure: PassFailure) -> None:
+    write_json(path, failure.model_dump(mode="json", exclude_none=True))
+
+
+def read_failure(path: Path) -> PassFailure:
+    """Why a pass was refused. Raises ContractError for a file that is not a `PassFailure`."""
+    return _read_model(path, PassFailure, f"a refusal with the fields {list(PassFailure.model_fields)}",
+                       "Move the damaged file away; rerun the pass with --resume")

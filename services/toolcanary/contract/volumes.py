@@ -28,7 +28,25 @@ from toolcanary.contract.csv_schemas import (
     WARM_START,
     WARM_START_COLUMNS,
 )
-from toolcanary.contract.manifests import CHECKPOINT_MANIFEST, CheckpointManifest, EvalPassManifest
+from toolcanary.contract.manifests import (
+    CHECKPOINT_MANIFEST,
+    PUBLISHED,
+    CheckpointManifest,
+    EvalPassManifest,
+    PublishedCheckpoint,
+)
+from toolcanary.contract.pass_files import (
+    COUNTS_FILE,
+    FAILURE_FILE,
+    OUTCOMES_FILE,
+    REQUEST_FILE,
+    SAMPLE_FILE,
+    ItemOutcome,
+    PassCounts,
+    PassFailure,
+    PassRequest,
+    RunSample,
+)
 from toolcanary.contract.simulator_api import LIBRARIES_FILE, LibraryRecord, RoleRecord
 from toolcanary.contract.training_files import (
     CURRICULUM_FILE,
@@ -112,6 +130,7 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("runs", "logs/*.log", Foreign("log text", "each service"), "demo"),
     # --- <checkpoints>/<run>/: the published policies ---------------------------------------------------
     VolumeFile("checkpoints", f"{_STEP}/{CHECKPOINT_MANIFEST}", Document(CheckpointManifest), "train (publisher)"),
+    VolumeFile("checkpoints", PUBLISHED, Lines(PublishedCheckpoint), "train (publisher)"),
     VolumeFile("checkpoints", f"{_STEP}/**", Foreign("a published checkpoint's files", _HF), "train (publisher)"),
     # --- <results>/<run>/: what the trainer, the evaluation, the analysis and the audit report ------------
     VolumeFile("results", TRAIN_METRICS, Csv(TRAIN_METRICS_COLUMNS), "train"),
@@ -119,7 +138,14 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("results", EPISODES_FILE, Lines(EpisodeRecord), "train (CPU run)"),
     VolumeFile("results", f"{EPISODES_DIR}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
     VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_COLUMNS), "evaluate"),
+    VolumeFile("results", SAMPLE_FILE, Document(RunSample), "evaluate"),
     VolumeFile("results", f"{_PASS}/manifest.json", Document(EvalPassManifest), "evaluate"),
+    VolumeFile("results", f"{_PASS}/{REQUEST_FILE}", Document(PassRequest), "evaluate"),
+    VolumeFile("results", f"{_PASS}/{OUTCOMES_FILE}", Lines(ItemOutcome), "evaluate"),
+    VolumeFile("results", f"{_PASS}/{COUNTS_FILE}", Document(PassCounts), "evaluate"),
+    VolumeFile("results", f"{_PASS}/{FAILURE_FILE}", Document(PassFailure), "evaluate"),
+    VolumeFile("results", f"{_PASS}/bfcl/**", Foreign("bfcl-eval's results, scores and id list", "bfcl-eval"),
+               "evaluate (bfcl-eval)"),
     VolumeFile("results", f"{_PASS}/.lock", Foreign("empty lock file", "the pass's one writer (fcntl)"), "evaluate"),
     VolumeFile("results", f"{_PASS}/logs/*.log", Foreign("log text", "bfcl-eval's generate and evaluate"),
                "evaluate"),

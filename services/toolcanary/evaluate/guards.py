@@ -80,10 +80,11 @@ def enforces(*guards: Guard) -> Callable[[F], F]:
 
 
 def describe() -> str:
-    """The guard list as `python -m toolcanary.evaluate guards` prints it, in phase order."""
-    # Importing the pass's modules runs their @enforces marks, which fill in `enforced_by`.
-    import toolcanary.evaluate.runner  # noqa: F401
+    """The guard list as `python -m toolcanary.evaluate guards` prints it, in phase order.
 
+    `enforced_by` is filled in by the @enforces marks as the pass's modules are imported: the CLI imports
+    `toolcanary.evaluate.runner` (which imports the rest) before it calls this.
+    """
     lines = [f"phases of a pass: {' -> '.join(PHASES)}", ""]
     for guard in sorted(GUARDS, key=lambda g: (PHASES.index(g.phase), g.number)):
         lines += [f"guard {guard.number} {guard.name}  (phase: {guard.phase})",

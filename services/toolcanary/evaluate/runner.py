@@ -47,14 +47,22 @@ from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, BfclRow, append_bf
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
 from toolcanary.contract.pass_files import (
+    COUNTS_FILE,
+    FAILURE_FILE,
     OUTCOMES_FILE,
     REQUEST_FILE,
     SAMPLE_FILE,
+    CountRow,
+    FailedItem,
+    PassFailure,
     PassRequest,
     RunSample,
     error_counts,
+    read_counts,
     read_request,
     read_sample,
+    write_counts,
+    write_failure,
     write_json,
     write_outcomes,
     write_request,
@@ -123,9 +131,9 @@ class PassPaths:
     logs = property(lambda self: self.folder / "logs")
     request = property(lambda self: self.folder / REQUEST_FILE)
     outcomes = property(lambda self: self.folder / OUTCOMES_FILE)
-    counts = property(lambda self: self.folder / "counts.json")
+    counts = property(lambda self: self.folder / COUNTS_FILE)
     manifest = property(lambda self: self.folder / "manifest.json")
-    failure = property(lambda self: self.folder / "failure.json")
+    failure = property(lambda self: self.folder / FAILURE_FILE)
 
 
 @dataclass(frozen=True)
@@ -176,12 +184,12 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
         if opts.stop_after == "evaluate":
             return []
         # counts.json is what phase 7 appends, and what a resume of a pass killed during the append finds.
-        write_json(paths.counts, [r.__dict__ for r in rows])
+        write_counts(paths.counts, [CountRow(**r.__dict__) for r in rows])
         return append_rows(paths, scored=False)
     except ContractError as err:
         # Before request.json exists the folder holds nothing, and a retry must find it fresh.
         if paths.request.exists() and not paths.failure.exists():
-            write_json(paths.failure, {"reason": str(err), "at": _now()})
+            write_failure(paths.failure, PassFailure(reason=str(err), at=_now()))
         raise
     finally:
         os.close(lock_fd)
@@ -417,9 +425,9 @@ def refuse_errors(settings: EvalSettings, paths: PassPaths, request: PassRequest
         kinds[kind] = kinds.get(kind, 0) + 1
     first_category, first_id = min(bad)
     sample = results[first_category][first_id].get("result", "")
-    write_json(paths.failure, {"reason": "failed requests", "counts": kinds,
-                               "items": [{"category": c, "id": i, "error": k} for (c, i), k in sorted(bad.items())],
-                               "example": str(sample)[:500], "at": _now()})
+    write_failure(paths.failure, PassFailure(
+        reason="failed requests", counts=kinds, example=str(sample)[:500], at=_now(),
+        items=[FailedItem(category=c, id=i, error=k) for (c, i), k in sorted(bad.items())]))
     raise PassRefused(
         str(paths.folder), "every request answered", f"{len(bad)} failed requests {kinds}, e.g. {str(sample)[:200]!r}",
         "bfcl-eval would score these (as correct abstentions in irrelevance); fix the server, then rerun with --resume",
@@ -467,7 +475,7 @@ def append_rows(paths: PassPaths, scored: bool) -> list[BfclRow]:
     tore the last of them off, which are then appended again). Which rows are there is decided at the moment
     of the append, under the CSV's lock: another pass may be appending its own rows right now.
     """
-    rows = [BfclRow(**r) for r in json.loads(paths.counts.read_text())]
+    rows = [BfclRow(**r.model_dump()) for r in read_counts(paths.counts)]
     csv = csv_lock(paths.csv)
     with csv:
         present = {(r.step, r.pass_index, r.category)
