@@ -4,7 +4,7 @@ Read straight from the installed bfcl-eval data files (importing bfcl_eval's run
 multi-turn item offers every function of its `involved_classes`, taken from BFCL's multi-turn function docs;
 the functions `miss_func` withholds at first are still offered later in the conversation, so they count.
 
-    python -c "from toolcanary.audit.bfcl_items import load_bfcl_items as l; print(len(l()))"
+Used by `python -m toolcanary.audit` (see its --help).
 """
 
 from __future__ import annotations

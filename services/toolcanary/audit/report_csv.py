@@ -1,7 +1,7 @@
 """The audit's CSV outputs: `audit.csv` (one row per BFCL item) and `robustness.csv` (one row per pass and
 aggregate). Lists inside a cell are `key=score` pairs joined by " | "; scores have four decimals.
 
-    python -c "from toolcanary.audit.report_csv import AUDIT_COLUMNS; print(AUDIT_COLUMNS)"
+Written by `python -m toolcanary.audit` (see its --help).
 """
 
 from __future__ import annotations

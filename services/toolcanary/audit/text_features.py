@@ -10,7 +10,7 @@
   content words and their adjacent pairs, the terms TF-IDF weighs; `content_ngrams` keeps every word and
   returns the n-grams that hold a content word, for the verbatim-overlap column.
 
-    python -c "from toolcanary.audit.text_features import normalised_name as n; print(n('Math.getFactorial'))"
+Used by the audit's measures; `python -m toolcanary.audit --help` runs them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ skipped and counted per reason: a damaged log must not hide the rest of the run.
 offers that is not in the library (an LLM author may invent or edit one) joins the training tools too,
 because the policy saw it.
 
-    python -c "from pathlib import Path; from toolcanary.audit.training_inputs import read_tasks as r; print(r(Path('volumes/runs/demo')).files)"
+Used by `python -m toolcanary.audit --run RUN` (see its --help).
 """
 
 from __future__ import annotations

@@ -27,8 +27,9 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_until_ok(url: str, timeout_s: float, *, alive: Callable[[], bool] = lambda: True,
                   tick: Callable[[], None] | None = None, poll_s: float = 0.5,
-                  request_timeout_s: float = 5.0) -> bool:
-    """Poll GET `url` until it answers 200 (True); False once `alive()` is false or `timeout_s` has passed.
+                  request_timeout_s: float = 5.0, accept: Callable[[bytes], bool] = lambda body: True) -> bool:
+    """Poll GET `url` until it answers 200 with a body `accept` takes (True); False once `alive()` is false
+    or `timeout_s` has passed.
 
     `tick` is called after every unanswered poll (progress output).
     """
@@ -38,9 +39,9 @@ def wait_until_ok(url: str, timeout_s: float, *, alive: Callable[[], bool] = lam
             return False
         try:
             with _OPENER.open(url, timeout=request_timeout_s) as response:
-                if response.status == 200:
+                if response.status == 200 and accept(response.read()):
                     return True
-        except (urllib.error.URLError, OSError):
+        except (urllib.error.URLError, OSError, ValueError):
             pass
         if tick is not None:
             tick()

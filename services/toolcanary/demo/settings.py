@@ -4,7 +4,7 @@ Each field `name` is read from `TOOLCANARY_DEMO_<NAME>` and set with `--name` (t
 roots also take the names every service reads (TOOLCANARY_CHECKPOINTS_DIR, TOOLCANARY_RUNS_DIR,
 TOOLCANARY_RESULTS_DIR). Precedence: flag > environment > the policy's size (SIZES) > the default below.
 
-    python -c "from toolcanary.demo.settings import DemoSettings; print(DemoSettings.make(quick=True))"
+`python -m toolcanary.demo --help` lists every setting with its default.
 """
 
 from __future__ import annotations

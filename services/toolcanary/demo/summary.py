@@ -1,6 +1,6 @@
 """The demo's closing screen: where everything is, the headline table, and what to run next on GPUs.
 
-    python -c "from toolcanary.demo.summary import render; ..."
+Printed by `python -m toolcanary.demo` at the end of a run.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Reading the JSON files directly keeps the client fast: importing bfcl_eval itsel
 the home of guard 6 (guards.UNKNOWN_IDS): an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
 drops unknown ids without a word.
 
-    python -c "from toolcanary.evaluate.bfcl_data import category_ids; print(len(category_ids('irrelevance')))"
+Used by every pass (`toolcanary.evaluate.runner`); `python -m toolcanary.evaluate ls` lists the categories it reads.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ list the expected model (a stale server would score another checkpoint), accept 
 abstention), return a forced call as structured `tool_calls`, and never leave raw `<tool_call>` text in
 `content` (the server runs without the hermes tool parser, so every call would score as abstention).
 
-    python -c "from toolcanary.evaluate.preflight import probe; print(probe('http://127.0.0.1:8000/v1', 'm'))"
+Phase 2 of every pass (`toolcanary.evaluate.runner`), run by `python -m toolcanary.evaluate run`.
 """
 
 from __future__ import annotations

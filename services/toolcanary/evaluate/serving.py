@@ -3,12 +3,12 @@
 eval-all and watch only use this small interface, so the same scheduling code drives a vLLM process on a
 CPU box and the `serve` container of the GPU stack. Healthy means the server lists the expected
 served-model name, so a container still serving the previous step is never scored by mistake.
-
-    python -c "from toolcanary.evaluate.serving import ComposeServing; print(ComposeServing('docker compose', 'serve').commands(200, 'r-step0200'))"
+`python -m toolcanary.evaluate eval-all --serving local|compose` runs it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shlex
@@ -18,9 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-import httpx
-
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.loopback import wait_until_ok
 from toolcanary.evaluate.bfcl_process import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -37,24 +36,18 @@ def wait_healthy(base_url: str, served_model: str, timeout_s: float, alive: Call
     Raises:
         ContractError: the server died or did not list the model within `timeout_s`.
     """
-    start, delay, last = time.monotonic(), 0.5, "no answer yet"
-    while time.monotonic() - start < timeout_s:
-        if not alive():
-            raise ContractError(f"serving {served_model}", "a running server", "the server process exited",
-                                "See the serving log in <results>/<run>/serving/")
-        try:
-            listing = httpx.get(f"{base_url.rstrip('/')}/models", timeout=10)
-            models = [m.get("id") for m in listing.json().get("data", [])] if listing.status_code == 200 else []
-            if served_model in models:
-                return time.monotonic() - start
-            last = f"HTTP {listing.status_code}, models {models}"
-        except (httpx.HTTPError, ValueError) as err:
-            last = f"{type(err).__name__}"
-        log.debug("waiting for %s at %s: %s", served_model, base_url, last)
-        time.sleep(delay)
-        delay = min(delay * 1.5, 10.0)
+    def listed(body: bytes) -> bool:
+        return served_model in [m.get("id") for m in json.loads(body).get("data", [])]
+
+    start = time.monotonic()
+    if wait_until_ok(f"{base_url.rstrip('/')}/models", timeout_s, alive=alive, accept=listed, poll_s=1.0,
+                     request_timeout_s=10.0):
+        return time.monotonic() - start
+    if not alive():
+        raise ContractError(f"serving {served_model}", "a running server", "the server process exited",
+                            "See the serving log in <results>/<run>/serving/")
     raise ContractError(f"serving {served_model} at {base_url}", f"the model listed within {timeout_s:.0f} s",
-                        last, "Check the serving log; raise --health-timeout-s for slow starts")
+                        "no answer that lists it", "Check the serving log; raise --health-timeout-s for slow starts")
 
 
 class LocalProcessServing:

@@ -4,7 +4,7 @@ Stdlib only, so every environment can import it. The tool-call flags are what th
 without `--enable-auto-tool-choice --tool-call-parser hermes` tool calls come back as text and BFCL scores
 them as abstentions.
 
-    python -c "from toolcanary.serve.command import vllm_command; print(' '.join(vllm_command('/ckpt', 'run1-step0200')))"
+Used by `python -m toolcanary.serve` (the serve image) and by the evaluation's local serving.
 """
 
 from __future__ import annotations
