@@ -9,7 +9,6 @@ starts vLLM on CPU is exercised end to end. The compose one checks the commands 
 from __future__ import annotations
 
 import json
-import socket
 import sys
 from pathlib import Path
 
@@ -18,18 +17,13 @@ from conftest import cli, make_checkpoint
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.loopback import free_port
 from toolcanary.evaluate.schedule import passes_for, published_checkpoints
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.command import TOOL_FLAGS, served_model_name, vllm_command
 
 STUB = Path(__file__).parent / "stub_server.py"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def publish(checkpoints: Path, run: str, steps: list[int]) -> None:

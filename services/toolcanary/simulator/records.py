@@ -119,10 +119,6 @@ class RecordStore:
                     yield record
             self.skipped_lines += len(reading.skipped)
 
-    def read_all(self, role: str | None = None) -> list[RoleRecord]:
-        """`iter_records` as a list."""
-        return list(self.iter_records(role))
-
     def iter_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask]]:
         """(requested difficulty, task) of every task answered before, in the order they were answered."""
         for record in self.iter_records("task"):
@@ -136,13 +132,6 @@ class RecordStore:
                 log.warning("skipping a task record that does not validate: %s", str(err)[:120])
                 continue
             yield asked, task
-
-    def load_tasks(self) -> dict[str, tuple[DifficultySettings, SimulatedTask]]:
-        """Task key -> (requested difficulty, task) of every task answered before; the first answer wins."""
-        tasks: dict[str, tuple[DifficultySettings, SimulatedTask]] = {}
-        for asked, task in self.iter_tasks():
-            tasks.setdefault(task.task_key, (asked, task))
-        return tasks
 
     def close(self) -> None:
         with self._lock:
