@@ -96,3 +96,46 @@ def test_settings_come_from_the_environment_with_clear_errors():
     assert (str(settings.results_dir), settings.threads, settings.repeat_steps) == ("/r", 3, (0, 50))
     with pytest.raises(ContractError, match="TOOLCANARY_EVALUATE_THREADS"):
         EvalSettings.from_env({"TOOLCANARY_EVALUATE_THREADS": "many"})
+
+
+def test_a_folder_name_never_adds_arguments_to_the_serving_command(tmp_path):
+    template = "vllm serve {model_dir} --served-model-name {served_model} --port {port}"
+    local = LocalProcessServing(template, 8012, tmp_path)
+    sneaky = Path("/ckpt/step_0002 --trust-remote-code")
+    assert local.argv(2, sneaky, "g-step0002") == [
+        "vllm", "serve", "/ckpt/step_0002 --trust-remote-code", "--served-model-name", "g-step0002", "--port", "8012"]
+    assert local.argv(2, Path("/ckpt/it's"), "g-step0002")[2] == "/ckpt/it's"
+    with pytest.raises(ContractError, match="only fields are"):
+        LocalProcessServing("vllm serve {model}", 8012, tmp_path).argv(2, sneaky, "g-step0002")
+
+
+@pytest.mark.slow
+def test_eval_all_rehashes_each_checkpoint_and_one_bad_step_does_not_stop_the_others(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    publish(checkpoints, "g", [0, 10, 20, 30, 40])
+    (checkpoints / "g/step_0010/model.safetensors").write_bytes(b"weights 1O")  # changed after publication
+    elsewhere = make_checkpoint(tmp_path / "elsewhere", "g", 20, payload=b"weights 20")
+    ledger = checkpoints / "g/published.jsonl"
+    ledger.write_text(ledger.read_text().replace(str(checkpoints / "g/step_0020"), str(elsewhere)))
+    linked = checkpoints / "g/step_0030/model.safetensors"
+    (tmp_path / "outside.bin").write_bytes(linked.read_bytes())
+    linked.unlink()
+    linked.symlink_to(tmp_path / "outside.bin")
+    manifest_path = checkpoints / "g/step_0040/manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["weight_files"] = ["../step_0000/model.safetensors"]
+    manifest_path.write_text(json.dumps(manifest))
+    port = free_port()
+    serve = f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle"
+    done = cli(tmp_path, "eval-all", "--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port",
+               str(port), "--repeat-steps", "--categories", "irrelevance", "simple_python", "--sample", "1",
+               checkpoints=checkpoints)
+    assert done.returncode == 2, done.stderr
+    assert "4 refused" in done.stderr and "1 passes scored: step 0 pass 1" in done.stderr
+    assert "step 10: " in done.stderr and "modified after publishing" in done.stderr
+    assert "step 20: " in done.stderr and "directly inside" in done.stderr
+    assert "step 30: " in done.stderr and "is a link to" in done.stderr
+    assert "step 40: " in done.stderr and "no '..'" in done.stderr
+    rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
+    assert {(r.step, r.pass_index) for r in rows} == {(0, 1)}
+    assert sorted(p.name for p in (tmp_path / "g/serving").iterdir()) == ["step_0000.log"]  # nothing else served

@@ -137,3 +137,30 @@ def test_resume_restores_the_curriculum_level_weights_and_optimizer(policy, tmp_
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), fresh_model.state_dict().values(),
                                                   strict=True))
     assert fresh_opt.state_dict()["state"].keys() == optimizer.state_dict()["state"].keys()
+
+
+class _RunsCode:
+    """Unpickling this runs a command: what a crafted state file would do under weights_only=False."""
+
+    def __init__(self, marker) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_crafted_state_file_that_would_run_code_is_refused(policy, tmp_path):
+    import torch
+
+    marker = tmp_path / "ran"
+    crafted = tmp_path / "state" / "state_0009.pt"
+    crafted.parent.mkdir()
+    torch.save({"step": 9, "policy": _RunsCode(marker)}, crafted)
+    model, _ = policy
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with pytest.raises(ContractError, match="tensors and plain values only"):
+        load_state(latest_state(crafted.parent), policy=model, optimizer=optimizer, curriculum=Curriculum(),
+                   rng=random.Random(0))
+    assert not marker.exists()

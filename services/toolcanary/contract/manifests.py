@@ -7,13 +7,19 @@ call `read_checkpoint_manifest`, which refuses anything less.
 a checkpoint folder is whole (`append_published`) and read by the trainer and the evaluation's eval-all and
 watch (`read_published`), both under the append-only rule of `toolcanary.contract.append_only`.
 
+Before a checkpoint is served, `verify_checkpoint` hashes its weight files again and compares them with the
+manifest; weight files must be plain files directly inside the checkpoint folder (no links, no `../`, no
+absolute paths).
+
     for entry in read_published(checkpoints_dir / run): print(entry.step, entry.path)
+    manifest = verify_checkpoint(checkpoints_dir / run / "step_0010")
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -93,12 +99,62 @@ def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
             "The checkpoint is still being written or was never published; wait for published.jsonl to list it",
         )
     try:
-        manifest = CheckpointManifest.model_validate(json.loads(path.read_text()))
-    except (json.JSONDecodeError, ValidationError) as err:
-        raise ContractError(str(path), "a complete checkpoint manifest", f"an invalid one ({err})") from err
+        manifest = CheckpointManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, ValidationError, UnicodeDecodeError, RecursionError) as err:
+        raise ContractError(str(path), "a complete checkpoint manifest (UTF-8 JSON)",
+                            f"an invalid one ({type(err).__name__}: {str(err)[:500]})",
+                            "Republish the checkpoint") from None
+    for name in manifest.weight_files:
+        _check_weight_file(folder, name)
     missing = [name for name in manifest.weight_files if not (folder / name).is_file()]
     if missing:
         raise ContractError(str(folder), f"weight files {manifest.weight_files}", f"{missing} missing")
+    return manifest
+
+
+def _check_weight_file(folder: Path, name: str) -> None:
+    """A weight file is a plain name inside the checkpoint folder: not absolute, no `..`, no link."""
+    parts = PurePosixPath(name).parts
+    outside = (not name or "\\" in name or "\x00" in name or PurePosixPath(name).is_absolute()
+               or any(part in ("..", ".") for part in parts))
+    if outside:
+        raise ContractError(f"{folder / CHECKPOINT_MANIFEST}: weight_files", "file names inside the checkpoint "
+                            "folder (no absolute path, no '..')", repr(name), "Republish the checkpoint")
+    current = folder
+    for part in parts:
+        current = current / part
+        if current.is_symlink():
+            raise ContractError(f"{folder / CHECKPOINT_MANIFEST}: weight_files", "plain files, not links",
+                                f"{name!r} is a link to {current.readlink()}",
+                                "Republish the checkpoint with its weights copied in")
+
+
+def weights_sha256(folder: str | Path, files: list[str]) -> str:
+    """sha256 over the weight files' bytes, in name order (what `CheckpointManifest.weights_sha256` holds)."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        with (Path(folder) / name).open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -> CheckpointManifest:
+    """The manifest, after hashing the weights on disk again: they must match the manifest and, when given,
+    the `weights_sha256` that published.jsonl announced.
+
+    Raises:
+        ContractError: a bad manifest or weight file name, or weights that changed after publication.
+    """
+    folder = Path(folder)
+    manifest = read_checkpoint_manifest(folder)
+    if published_sha256 is not None and manifest.weights_sha256 != published_sha256:
+        raise ContractError(str(folder / CHECKPOINT_MANIFEST), f"weights_sha256 {published_sha256} as published",
+                            manifest.weights_sha256, "The checkpoint was modified after publishing; republish it")
+    actual = weights_sha256(folder, manifest.weight_files)
+    if actual != manifest.weights_sha256:
+        raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
+                            "The checkpoint was modified after publishing; republish it")
     return manifest
 
 

@@ -5,6 +5,12 @@ Published checkpoints are the lines of `<checkpoints>/<run>/published.jsonl`
 when its rows are in the run's CSV; a pass folder without rows is resumed, so an interrupted eval-all picks
 up where it stopped.
 
+Before a step is served its folder must lie directly inside `<checkpoints>/<run>/` (no link, no path
+elsewhere) and its weights are hashed again against the manifest and the published line
+(`toolcanary.contract.manifests.verify_checkpoint`). A step that fails that, or whose server never becomes
+healthy, is recorded and skipped; the other steps are still scored, and eval-all exits non-zero at the end with
+one line per failure.
+
     python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
     python -m toolcanary.evaluate watch --run grpo1 --serving local --serve-command "..." --until-step 200
 """
@@ -19,7 +25,7 @@ from pathlib import Path
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import read_checkpoint_manifest, read_published
+from toolcanary.contract.manifests import read_published, verify_checkpoint
 from toolcanary.evaluate.runner import PassOptions, PassPaths, csv_lock, run_pass
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
 from toolcanary.evaluate.settings import EvalSettings
@@ -48,6 +54,23 @@ def published_checkpoints(checkpoints_dir: Path, run: str) -> list[Published]:
             path = folder / path.name
         found[record.step] = Published(record.step, path, record.weights_sha256)
     return [found[s] for s in sorted(found)]
+
+
+def checked_checkpoint(checkpoints_dir: Path, run: str, entry: Published) -> Path:
+    """The entry's folder, once it is a real folder directly inside `<checkpoints>/<run>/` whose weights still
+    hash to what was published.
+
+    Raises:
+        ContractError: a folder elsewhere (a link, `..`, an absolute path), or weights that changed.
+    """
+    run_folder = (checkpoints_dir / run).resolve()
+    if entry.path.is_symlink() or entry.path.resolve().parent != run_folder:
+        raise ContractError(f"{checkpoints_dir / run / 'published.jsonl'}: step {entry.step}",
+                            f"a checkpoint folder directly inside {run_folder}",
+                            f"{str(entry.path)!r}" + (" (a link)" if entry.path.is_symlink() else ""),
+                            "Only the run's own checkpoints are served; republish the step")
+    verify_checkpoint(entry.path, entry.weights_sha256)
+    return entry.path
 
 
 def passes_for(step: int, settings: EvalSettings) -> list[int]:
@@ -87,32 +110,62 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
         todo = [p for p in passes_for(entry.step, settings) if (entry.step, p) not in done]
         if not todo:
             continue
-        manifest = read_checkpoint_manifest(entry.path)
-        if manifest.weights_sha256 != entry.weights_sha256:
-            raise ContractError(str(entry.path), f"weights {entry.weights_sha256} as published",
-                                f"weights {manifest.weights_sha256}", "The checkpoint changed after publication")
-        served = served_model_name(run, entry.step, settings.served_model_template)
-        serving.start(entry.step, entry.path, served)
         try:
-            waited = wait_healthy(settings.base_url, served, settings.health_timeout_s, getattr(serving, "alive", lambda: True))
-            log.info("step %d healthy after %.1f s; passes %s", entry.step, waited, todo)
-            for pass_index in todo:
-                folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
-                opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
-                                   categories=args.categories, sample=args.sample, seed=args.seed,
-                                   ids_file=args.ids_file, checkpoint_dir=entry.path, resume=folder.exists())
-                try:
-                    run_pass(settings, opts)
-                    scored.append((entry.step, pass_index))
-                except ContractError as err:
-                    log.error("step %d pass %d refused: %s", entry.step, pass_index, err)
-                    failures.append(f"step {entry.step} pass {pass_index}: {err}")
-        finally:
-            serving.stop()
+            scored += score_step(settings, run, args, serving, entry, todo)
+        except StepFailed as err:
+            scored += err.scored
+            failures.append(f"step {entry.step} {err.got}")
+        except ContractError as err:
+            log.error("step %d refused: %s", entry.step, err)
+            failures.append(f"step {entry.step}: {err}")
     if failures:
-        raise ContractError(f"eval-all of run {run!r}", "every pass scored", f"{len(failures)} refused: " +
-                            " | ".join(failures), "Fix the cause and rerun eval-all; it resumes those passes")
+        done_text = ", ".join(f"step {s} pass {p}" for s, p in scored) or "none"
+        raise ContractError(f"eval-all of run {run!r}", "every pass scored",
+                            f"{len(failures)} refused: " + " | ".join(failures) +
+                            f" ({len(scored)} passes scored: {done_text})",
+                            "Fix the cause and rerun eval-all; it resumes those passes")
     return scored
+
+
+def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving, entry: Published,
+               todo: list[int]) -> list[tuple[int, int]]:
+    """Check, serve and score one published step; return the passes scored.
+
+    Raises:
+        ContractError: the step's checkpoint or its server was refused (nothing scored).
+        StepFailed: some of its passes were refused, after every pass of the step was tried.
+    """
+    folder = checked_checkpoint(settings.checkpoints_dir, run, entry)
+    served = served_model_name(run, entry.step, settings.served_model_template)
+    scored, failures = [], []
+    serving.start(entry.step, folder, served)
+    try:
+        waited = wait_healthy(settings.base_url, served, settings.health_timeout_s, getattr(serving, "alive", lambda: True))
+        log.info("step %d healthy after %.1f s; passes %s", entry.step, waited, todo)
+        for pass_index in todo:
+            pass_folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
+            opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
+                               categories=args.categories, sample=args.sample, seed=args.seed,
+                               ids_file=args.ids_file, checkpoint_dir=folder, resume=pass_folder.exists())
+            try:
+                run_pass(settings, opts)
+                scored.append((entry.step, pass_index))
+            except ContractError as err:
+                log.error("step %d pass %d refused: %s", entry.step, pass_index, err)
+                failures.append(f"pass {pass_index}: {err}")
+    finally:
+        serving.stop()
+    if failures:
+        raise StepFailed(scored, " | ".join(failures))
+    return scored
+
+
+class StepFailed(ContractError):
+    """Some passes of a step were refused; `scored` holds those that were not."""
+
+    def __init__(self, scored: list[tuple[int, int]], failures: str) -> None:
+        super().__init__("passes", "every pass scored", failures)
+        self.scored = scored
 
 
 def watch(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:

@@ -61,8 +61,17 @@ class LocalProcessServing:
         self.process: subprocess.Popen | None = None
 
     def argv(self, step: int, model_dir: Path | None, served_model: str) -> list[str]:
-        return shlex.split(self.template.format(model_dir=model_dir or "", served_model=served_model,
-                                                port=self.port, step=step))
+        """The command line: the template is split first, then each argument is filled in.
+
+        A folder name with spaces, quotes or `--flags` in it stays one argument, never extra options.
+        """
+        values = {"model_dir": str(model_dir or ""), "served_model": served_model, "port": self.port, "step": step}
+        try:
+            return [part.format(**values) for part in shlex.split(self.template)]
+        except (KeyError, IndexError, ValueError) as err:
+            raise ContractError("--serve-command", "a command template whose only fields are {model_dir} "
+                                "{served_model} {port} {step}", f"{self.template!r} ({err})",
+                                "Fix TOOLCANARY_EVALUATE_SERVE_COMMAND or --serve-command") from None
 
     def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)

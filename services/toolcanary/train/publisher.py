@@ -16,7 +16,6 @@ manifest records that dtype and the chat-template thinking mode the policy train
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -38,6 +37,8 @@ from toolcanary.contract.manifests import (
     append_published,
     read_checkpoint_manifest,
     read_published,
+    verify_checkpoint,  # noqa: F401 (the trainer and its tests import it from here)
+    weights_sha256,
 )
 from toolcanary.train.settings import REPO_ROOT
 
@@ -46,15 +47,6 @@ logger = logging.getLogger(__name__)
 
 def step_dir_name(step: int) -> str:
     return f"step_{step:04d}"
-
-
-def weights_sha256(folder: Path, files: list[str]) -> str:
-    digest = hashlib.sha256()
-    for name in sorted(files):
-        with (folder / name).open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 def current_commit() -> str:
@@ -185,13 +177,3 @@ def announce(run_dir: Path, step: int, sha: str) -> None:
     if any(entry.step == step for entry in read_published(run_dir)):
         return
     append_published(run_dir, PublishedCheckpoint(step=step, path=step_dir_name(step), weights_sha256=sha))
-
-
-def verify_checkpoint(folder: Path) -> CheckpointManifest:
-    """The manifest, after checking that the weights on disk still hash to what it says."""
-    manifest = read_checkpoint_manifest(folder)
-    actual = weights_sha256(folder, manifest.weight_files)
-    if actual != manifest.weights_sha256:
-        raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
-                            "The checkpoint was modified after publishing; republish it")
-    return manifest

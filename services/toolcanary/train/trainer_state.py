@@ -2,7 +2,9 @@
 
 Saved beside every published checkpoint under `<runs>/<run>/trainer/state_NNNN.pt` (atomically: a
 temporary file, fsync, rename), so a restarted run continues at the same curriculum level with the same
-optimizer moments. The published folder holds only what a server needs; this file holds the rest.
+optimizer moments. The published folder holds only what a server needs; this file holds the rest. The file
+holds only tensors and plain values (dicts, lists, tuples, numbers, strings), and is loaded with
+`torch.load(weights_only=True)`, so a crafted state file cannot run code.
 
     save_state(folder, step=10, policy=model, optimizer=opt, curriculum=cur, rng=rng)
     state = latest_state(folder)
@@ -10,6 +12,7 @@ optimizer moments. The published folder holds only what a server needs; this fil
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -31,7 +34,7 @@ def save_state(folder: Path, *, step: int, policy, optimizer, curriculum: Curric
     torch.save({
         "step": step, "policy": policy.state_dict(), "optimizer": optimizer.state_dict(),
         "curriculum": curriculum.state_dict(), "python_rng": rng.getstate(), "torch_rng": torch.get_rng_state(),
-        "extra": extra or {},
+        "extra": json.loads(json.dumps(extra or {})),  # plain values only: the file is loaded weights_only
     }, tmp)
     with tmp.open("rb") as handle:
         os.fsync(handle.fileno())
@@ -49,10 +52,17 @@ def latest_state(folder: Path) -> Path | None:
 def load_state(path: Path, *, policy, optimizer, curriculum: Curriculum, rng: random.Random) -> dict:
     """Restore everything in place and return the saved dict (its `step` is the last finished step)."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # torch raises many types for a torn or foreign file
-        raise ContractError(str(path), "a trainer state written by this trainer", f"{type(err).__name__}: {err}",
-                            "Delete it to resume from the previous state") from err
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a torn, foreign or crafted file
+        raise ContractError(str(path), "a trainer state written by this trainer (tensors and plain values only)",
+                            f"{type(err).__name__}: {str(err)[:500]}",
+                            "Delete it to resume from the previous state; never resume from a state file of "
+                            "unknown origin") from None
+    if not isinstance(state, dict) or not {"step", "policy", "optimizer", "curriculum", "python_rng",
+                                           "torch_rng"} <= state.keys():
+        raise ContractError(str(path), "a trainer state dict with step, policy, optimizer, curriculum and RNGs",
+                            type(state).__name__ if not isinstance(state, dict) else f"keys {sorted(state)}",
+                            "Delete it to resume from the previous state")
     policy.load_state_dict(state["policy"])
     optimizer.load_state_dict(state["optimizer"])
     curriculum.load_state_dict(state["curriculum"])
