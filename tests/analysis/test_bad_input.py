@@ -48,6 +48,10 @@ BFCL_CASES = {
                           "Did you mean 'live_irrelevance'?"]),
     "non-integer count": (set_cell(7, "correct", "12.5"), ["line 7", "'correct'", "non-negative integer", "12.5"]),
     "negative count": (set_cell(9, "total", "-3"), ["line 9", "'total'", "non-negative integer", "-3"]),
+    "a count with an underscore": (set_cell(3, "total", "1_0"), ["line 3", "'total'", "plain digits", "'1_0'"]),
+    "a count with spaces": (set_cell(3, "total", " 10"), ["line 3", "'total'", "plain digits", "' 10'"]),
+    "a count with a sign": (set_cell(3, "step", "+0"), ["line 3", "'step'", "plain digits", "'+0'"]),
+    "a 200 KB field": (set_cell(6, "category", "x" * 200_000), ["line 6", "a CSV row", "field larger"]),
     "correct above total": (set_cell(4, "correct", "100000"), ["line 4", "correct <= total", "correct=100000"]),
     "a pass without every category": (lambda rows: rows[:30] + rows[31:],
                                       ["step 0, pass 2", "all categories", "missing"]),
@@ -79,6 +83,10 @@ def test_bad_bfcl_csv_names_file_row_and_expectation_and_writes_nothing(case, go
 TRAIN_CASES = {
     "missing column": (drop_column("tool_call_share"), ["header", "tool_call_share"]),
     "non-numeric value": (set_cell(12, "reward_mean", "high"), ["line 12", "'reward_mean'", "a number", "high"]),
+    "an overflowing value": (set_cell(12, "reward_mean", "1e999"), ["line 12", "'reward_mean'", "finite", "1e999"]),
+    "an infinite value": (set_cell(5, "kl", "-inf"), ["line 5", "'kl'", "finite", "-inf"]),
+    "a value with an underscore": (set_cell(5, "entropy", "1_0"), ["line 5", "'entropy'", "finite", "1_0"]),
+    "a step with an underscore": (set_cell(5, "step", "1_0"), ["line 5", "'step'", "plain digits", "1_0"]),
     "a single step": (lambda rows: rows[:2], ["'reward_mean'", "two or more steps"]),
 }
 
@@ -95,6 +103,20 @@ def test_bad_train_metrics_names_file_row_and_expectation(case, golden, capsys):
     assert str(path) in err
     for fragment in fragments:
         assert fragment in err, (fragment, err)
+    assert snapshot(folder) == before
+
+
+@pytest.mark.parametrize("name", ["bfcl_by_category.csv", "train_metrics.csv"])
+def test_a_csv_that_is_not_utf8_is_refused_with_its_line(name, golden, capsys):
+    folder = golden()
+    path = folder / name
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b"0", b"\xff", 1)
+    path.write_bytes(b"\n".join(lines))
+    before = snapshot(folder)
+    assert main(["--data", str(folder), "--table", "--findings", "--fig", "f1"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: line 4" in err and "UTF-8 text" in err, err
     assert snapshot(folder) == before
 
 

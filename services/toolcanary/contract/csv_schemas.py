@@ -7,6 +7,11 @@
 All three are append-only files under the rule of `append_only`: a torn last row is skipped with a warning,
 a torn row a writer fenced off is skipped with a warning, any other unreadable row is refused. Extra columns
 are allowed. Readers stop at the first bad row with the file, the line and what was expected.
+
+Cells are strict so that no bad file turns into a silently different number: integers are plain digits
+(`10`, never `1_0`, ` 10`, `+10` or `10.0`), decimals are plain decimal notation, and a number that is not
+finite (`inf`, or `1e999`, which overflows to it) is refused; in train_metrics.csv an empty cell or `nan`
+stands for "not measured". Text that is not UTF-8 and fields over the csv module's size limit are refused too.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import csv
 import difflib
 import math
+import re
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +71,11 @@ class BfclRow:
     total: int
 
 
+_INTEGER = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_NOT_MEASURED = ("", "nan", "NaN")
+
+
 def _header(path: Path, fieldnames: list[str] | None, required: tuple[str, ...]) -> None:
     missing = [c for c in required if c not in (fieldnames or [])]
     if missing:
@@ -80,24 +91,42 @@ def _records(path: Path, required: tuple[str, ...]):
     end, and those a writer fenced off, never get here): it is refused.
     """
     lines = read_lines(path).lines
-    fieldnames = next(csv.reader([lines[0][1]])) if lines else None
+    fieldnames = _fields(path, *lines[0]) if lines else None
     _header(path, fieldnames, required)
     for number, text in lines[1:]:
-        values = next(csv.reader([text]))
+        values = _fields(path, number, text)
         if len(values) != len(fieldnames):
             raise refused_line(path, number, f"a row of {len(fieldnames)} comma-separated fields", text)
         yield number, dict(zip(fieldnames, values, strict=True))
 
 
-def _int(path: Path, line: int, column: str, value: str | None) -> int:
+def _fields(path: Path, number: int, text: str) -> list[str]:
+    """One CSV line split into its fields; text that was not UTF-8 (decoded to U+FFFD) or a field over the
+    csv module's size limit is refused with its line number."""
+    if "\ufffd" in text:
+        raise refused_line(path, number, "UTF-8 text", text[:200])
     try:
-        number = int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ContractError(
-            f"{path}: line {line}, column {column!r}", "a non-negative integer", repr(value)
-        ) from None
-    if number < 0:
-        raise ContractError(f"{path}: line {line}, column {column!r}", "a non-negative integer", repr(value))
+        return next(csv.reader([text]))
+    except csv.Error as err:
+        raise refused_line(path, number, f"a CSV row ({err})", text[:200]) from None
+
+
+def _int(path: Path, line: int, column: str, value: str | None) -> int:
+    if value is None or not _INTEGER.fullmatch(value):
+        raise ContractError(f"{path}: line {line}, column {column!r}", "a non-negative integer in plain digits",
+                            repr(value)[:200], "Write the count as digits only, e.g. 10")
+    return int(value)
+
+
+def _float(path: Path, line: int, column: str, value: str | None) -> float:
+    """A finite decimal, or nan for an empty cell or `nan` (not measured)."""
+    if value is None or value in _NOT_MEASURED:
+        return math.nan
+    number = float(value) if _DECIMAL.fullmatch(value) else math.nan
+    if not _DECIMAL.fullmatch(value) or not math.isfinite(number):
+        raise ContractError(f"{path}: line {line}, column {column!r}",
+                            "a number: a finite decimal (or empty / nan when not measured)", repr(value)[:200],
+                            "Non-finite or oddly written values would change the figures silently; fix the row")
     return number
 
 
@@ -177,7 +206,8 @@ def append_bfcl_rows(path: str | Path, rows: list[BfclRow], lock: AbstractContex
 
 
 def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
-    """Read `train_metrics.csv`: every required column, numeric values (nan allowed), unique steps."""
+    """Read `train_metrics.csv`: every required column, finite decimals (empty or nan: not measured), unique
+    steps."""
     path = Path(path)
     if not path.is_file():
         raise ContractError(str(path), f"a {TRAIN_METRICS} file", "no such file")
@@ -192,13 +222,7 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
         steps[step] = line
         row: dict[str, float] = {"step": float(step)}
         for column in TRAIN_METRICS_COLUMNS[1:]:
-            value = record.get(column)
-            try:
-                row[column] = float(value) if value not in ("", None) else math.nan
-            except ValueError:
-                raise ContractError(
-                    f"{path}: line {line}, column {column!r}", "a number (or empty / nan)", repr(value)
-                ) from None
+            row[column] = _float(path, line, column, record.get(column))
         rows.append(row)
     if not rows:
         raise ContractError(str(path), "at least one data row", "none")
