@@ -155,3 +155,27 @@ def test_settings_come_from_the_environment_and_bad_values_are_named():
         AuditSettings.from_env({"TOOLCANARY_AUDIT_TOP_K": "three"})
     with pytest.raises(ContractError, match="--query_threshold: expected a number in"):
         AuditSettings().replace(query_threshold=1.5)
+
+
+@pytest.mark.parametrize("damage", ["outcomes not utf8", "request not utf8", "request temperature 1e999"])
+def test_a_pass_file_that_is_not_utf8_or_not_finite_leaves_that_pass_out(damage, dirs, fx, cli):
+    good = [o for o in fx.make_outcomes(3, ("simple_python", "live_simple"))]
+    fx.write_pass(dirs["results"], RUN, 0, 1, good)
+    bad = fx.write_pass(dirs["results"], RUN, 5, 1, good)
+    if damage == "outcomes not utf8":
+        with (bad / "outcomes.jsonl").open("ab") as handle:
+            handle.write(b'{"category": "simple_python", "id": "\xff", "outcome": "correct"}\n')
+        reason = "UTF-8"
+    elif damage == "request not utf8":
+        (bad / "request.json").write_bytes((bad / "request.json").read_bytes().replace(b'"', b'"\xff', 1))
+        reason = "invalid unicode"
+    else:
+        request = json.loads((bad / "request.json").read_text())
+        (bad / "request.json").write_text(json.dumps(request).replace(f'"temperature": {request["temperature"]}',
+                                                                       '"temperature": 1e999'))
+        reason = "finite number"
+    code, out, err = cli(*dirs["args"])
+    assert code == 0, err
+    assert "robustness: step 5 pass 1 left out:" in out and reason in out, out
+    rows = list(csv.DictReader((dirs["results"] / RUN / "audit" / "robustness.csv").open()))
+    assert {(r["step"], r["pass"]) for r in rows} == {("0", "1")}

@@ -53,6 +53,8 @@ class CheckpointManifest(BaseModel):
 class EvalPassManifest(BaseModel):
     """`volumes/results/<run>/passes/step_NNNN_pass_P/manifest.json`: everything that produced the rows."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
+
     contract_version: str
     run: str
     step: int = Field(ge=0)

@@ -56,7 +56,7 @@ class RunSample(BaseModel):
 class PassRequest(BaseModel):
     """`<results>/<run>/passes/step_NNNN_pass_P/request.json`: what decides a pass's numbers."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     run: str
     step: int = Field(ge=0)
@@ -135,11 +135,13 @@ def write_json(path: Path, value: object) -> None:
 
 def _read_model(path: Path, model: type[BaseModel], what: str, fix: str) -> BaseModel:
     try:
-        return model.model_validate_json(path.read_text())
+        # Bytes, not text: pydantic refuses text that is not UTF-8 and JSON nested too deeply as ValidationError.
+        return model.model_validate_json(path.read_bytes())
     except OSError as err:
         raise ContractError(str(path), what, f"an unreadable file ({err.strerror})", fix) from None
     except ValidationError as err:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in err.errors()[:3])
+        errors = sorted(err.errors(), key=lambda e: e["type"] == "missing")  # a wrong value before a gap
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'file'}: {e['msg']}" for e in errors[:3])
         raise ContractError(str(path), what, problems, fix) from None
 
 
@@ -172,9 +174,12 @@ def read_outcomes(path: Path) -> list[ItemOutcome]:
             is named), or a file that cannot be read.
     """
     try:
-        text = path.read_text()
+        text = path.read_bytes().decode("utf-8")
     except OSError as err:
         raise ContractError(str(path), "a pass's outcomes file", f"an unreadable file ({err.strerror})",
+                            "Re-run that pass's evaluation") from None
+    except UnicodeDecodeError as err:
+        raise ContractError(str(path), "a pass's outcomes file in UTF-8", f"byte {err.start} is not UTF-8",
                             "Re-run that pass's evaluation") from None
     outcomes = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -230,7 +235,7 @@ def write_counts(path: Path, rows: Iterable[CountRow]) -> None:
 def read_counts(path: Path) -> list[CountRow]:
     """The rows a pass counted. Raises ContractError for a file that is not a JSON list of rows."""
     try:
-        return PassCounts.model_validate_json(path.read_text()).root
+        return PassCounts.model_validate_json(path.read_bytes()).root
     except OSError as err:
         raise ContractError(str(path), "a pass's counted rows", f"an unreadable file ({err.strerror})",
                             "Score the pass again") from None

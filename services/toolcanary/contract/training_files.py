@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolcanary.contract.append_only import append_text, iter_lines, refused_line
 from toolcanary.contract.errors import ContractError
@@ -101,10 +101,12 @@ def read_episode_lines(path: str | Path) -> list[tuple[str, EpisodeRecord]]:
     """
     out = []
     for number, line in iter_lines(path):
+        if "\ufffd" in line:  # iter_lines decodes with replacement: the line was not UTF-8
+            raise refused_line(path, number, "one JSON episode record in UTF-8", line[:200])
         try:
             data = json.loads(line)
-        except json.JSONDecodeError:
-            raise refused_line(path, number, "one JSON episode record", line) from None
+        except (json.JSONDecodeError, RecursionError):
+            raise refused_line(path, number, "one JSON episode record", line[:200]) from None
         try:
             out.append((line, EpisodeRecord.model_validate(data)))
         except ValidationError as err:
@@ -122,6 +124,8 @@ def read_episodes(path: str | Path) -> list[EpisodeRecord]:
 
 class CurriculumState(BaseModel):
     """`Curriculum.state_dict()`: what a restarted trainer needs to draw the same tasks."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     level: int = Field(ge=1)
     step: int = Field(0, ge=0)
@@ -147,7 +151,7 @@ def read_curriculum(path: str | Path) -> CurriculumFile | None:
     if not path.exists():
         return None
     try:
-        return CurriculumFile.model_validate_json(path.read_text())
+        return CurriculumFile.model_validate_json(path.read_bytes())  # pydantic refuses non-UTF-8 and deep nesting
     except ValidationError as err:
         raise ContractError(str(path), "the trainer's curriculum state (toolcanary.contract.training_files."
                             "CurriculumFile)", _first_problem(err),
