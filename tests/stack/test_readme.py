@@ -43,3 +43,10 @@ def test_every_make_target_the_readme_names_exists():
 def test_every_doc_the_readme_points_to_exists():
     for doc in set(re.findall(r"`(docs/[a-z_]+\.md)`", README)):
         assert (ROOT / doc).is_file(), doc
+
+
+def test_no_document_binds_rays_dashboard_beyond_the_loopback():
+    # Ray's job API has no authentication: whoever reaches the dashboard port runs commands on the cluster.
+    for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("recipes/*/README.md")]:
+        for host in re.findall(r"--dashboard-host[= ](\S+)", path.read_text()):
+            assert host in ("127.0.0.1", "localhost"), (path, host)
