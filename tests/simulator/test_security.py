@@ -13,6 +13,7 @@ import time
 import tracemalloc
 
 import httpx
+import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
@@ -135,10 +136,11 @@ def test_a_422_lists_at_most_20_errors_however_many_the_body_has(client, new_tas
     assert len(response.content) < 20_000
 
 
-def test_deeply_nested_arguments_are_a_422_before_the_backend_runs(client, new_task, tmp_path):
+@pytest.mark.parametrize("depth", [400, 5000])
+def test_deeply_nested_arguments_are_a_422_before_the_backend_runs(client, new_task, tmp_path, depth):
     task = new_task(client, "deep")
     # Built as text: the standard encoder itself gives up (RecursionError) on nesting this deep.
-    arguments = '{"a": ' * 5000 + "{}" + "}" * 5000
+    arguments = '{"a": ' * depth + "{}" + "}" * depth
     call = json.dumps(_call(task)).replace('"arguments": {}', f'"arguments": {arguments}')
     before = _records(tmp_path).count('"role":"tool"')
     response = client.post("/v1/tool", content=f'{{"task": {json.dumps(task)}, "call": {call}}}',
