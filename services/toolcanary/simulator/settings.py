@@ -66,8 +66,9 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                               "for tasks and rewards (tests, a private loopback)")
     max_json_depth: int = Field(32, ge=4, le=1000, description="deepest nesting of arrays and objects accepted in "
                                                                "a request body")
-    limit_concurrency: int = Field(256, ge=8, description="most connections and requests served at once; more "
-                                                          "get a 503 at once instead of queueing")
+    limit_concurrency: int = Field(2048, ge=8, description="most connections and requests served at once; more "
+                                                           "get a 503 at once instead of queueing (above the "
+                                                           "trainer's concurrent episodes)")
     timeout_keep_alive_s: int = Field(5, ge=1, description="seconds an idle keep-alive connection stays open")
     head_timeout_s: float = Field(10.0, gt=0, description="seconds a new connection has to send a whole request "
                                                           "head before it is closed")
