@@ -21,6 +21,7 @@ from starlette.routing import Route
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from toolcanary.contract import SimulatedTask  # noqa: E402
 from toolcanary.contract.loopback import free_port  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
 from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402
@@ -64,6 +65,19 @@ def _new_task(client, key="g0", **diff) -> dict:
     body = response.json()
     assert body["outcome"] == "ok", body
     return body["task"]
+
+
+def _issue(client, task: dict) -> dict:
+    made = SimulatedTask.model_validate(task)
+    client.app.state.service.registry.add(made.difficulty, made)
+    return task
+
+
+@pytest.fixture
+def issue():
+    """`issue(client, task)` registers a hand-made task in the simulator behind `client` as issued under its
+    key (the roles refuse tasks they did not issue); returns the task."""
+    return _issue
 
 
 @pytest.fixture

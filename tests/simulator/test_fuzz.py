@@ -8,6 +8,7 @@ aborted answer there would mean the scripted roles crashed on odd input).
 
 from __future__ import annotations
 
+import itertools
 import warnings
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from toolcanary.contract import DifficultySettings  # noqa: E402
+from toolcanary.contract import DifficultySettings, SimulatedTask  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
 from toolcanary.simulator.library_index import load_index  # noqa: E402
 from toolcanary.simulator.scripted import make_task  # noqa: E402
@@ -64,10 +65,21 @@ def replaced(value, path, new):
 MUTATIONS = [(endpoint, path) for endpoint, body in VALID.items() for path in paths(body) if path]
 
 
+KEYS = itertools.count()
+
+
+def issue(client, task: dict) -> dict:
+    """`task` registered as issued under its key in the simulator behind `client`."""
+    made = SimulatedTask.model_validate(task)
+    client.app.state.service.registry.add(made.difficulty, made)
+    return task
+
+
 @pytest.fixture(scope="module")
 def fuzz_client(tmp_path_factory):
     runs = tmp_path_factory.mktemp("fuzz")
     with TestClient(create_app(SimulatorSettings(run="fuzz", runs_dir=runs, max_body_bytes=256 * 1024))) as client:
+        issue(client, TASK)  # the roles play only tasks the simulator issued
         yield client
 
 
@@ -107,8 +119,10 @@ messages = st.one_of(
        history=st.lists(messages, max_size=6), criteria=st.integers(1, 5))
 def test_odd_schemas_arguments_and_histories_are_answered_ok(fuzz_client, schema, arguments, history, criteria):
     name = TASK["tools"][0]["function"]["name"]
-    task = {**TASK, "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}],
-            "expected_tool_calls": [{"name": name, "arguments": arguments}]}
+    # Each odd task is issued under a key of its own, as the author would (the roles play only issued tasks).
+    task = issue(fuzz_client, {**TASK, "task_key": f"fuzz-{next(KEYS)}",
+                               "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}],
+                               "expected_tool_calls": [{"name": name, "arguments": arguments}]})
     call = {"function": {"name": name, "arguments": arguments}}
     for endpoint, body in [("/v1/tool", {"task": task, "history": history, "call": call}),
                            ("/v1/user", {"task": task, "history": history}),

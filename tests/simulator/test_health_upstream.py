@@ -37,7 +37,7 @@ def simulator(tmp_path):
             "TOOLCANARY_SIMULATOR_HEALTH_CACHE_S": str(cache_s), "TOOLCANARY_SIMULATOR_HEALTH_TIMEOUT_S": str(TIMEOUT_S)}
         log = (tmp_path / f"simulator-{port}.log").open("w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "toolcanary.simulator", "serve", "--backend", "llm", "--run", "health",
+            [sys.executable, "-m", "toolcanary.simulator", "serve", "--insecure", "--backend", "llm", "--run", "health",
              "--runs-dir", str(tmp_path / "runs"), "--host", "127.0.0.1", "--port", str(port),
              "--upstream", *upstreams],
             env=env, stdout=log, stderr=subprocess.STDOUT)

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from toolcanary.contract import DifficultySettings, RoleRecord
+from toolcanary.contract import DifficultySettings, RoleRecord, SimulatedTask
 from toolcanary.simulator.library_index import load_index
 from toolcanary.simulator.scripted import make_task
 
@@ -24,14 +24,16 @@ TRAJECTORY = [{"role": "user", "content": TASK["first_user_query"]}, {"role": "a
 
 
 @pytest.fixture
-def llm(make_client, upstreams, tmp_path):
+def llm(make_client, upstreams, tmp_path, issue):
     for stub in upstreams:
         stub.reset()
 
     def make(**overrides):
         values = {"backend": "llm", "upstreams": [upstreams[0].url], "timeout_s": 0.5, "retries": 1,
                   "backoff_s": 0.01, "runs_dir": tmp_path / "runs"} | overrides
-        return make_client(**values)
+        client = make_client(**values)
+        issue(client, TASK)  # the roles play only tasks the simulator issued
+        return client
 
     return make
 
@@ -154,10 +156,10 @@ def test_an_abstention_task_asks_for_no_expected_calls(llm, upstreams, diff):
     assert "NONE of these tools" in upstreams[0].requests[0]["messages"][0]["content"]
 
 
-def test_declining_an_abstention_task_is_judged_with_the_abstention_criteria(llm, upstreams):
+def test_declining_an_abstention_task_is_judged_with_the_abstention_criteria(llm, upstreams, issue):
     client = llm()
     upstreams[0].push('{"reward": 1, "reasoning": "It said it cannot do this and called nothing."}')
-    abstention = TASK | {"call_expected": False, "expected_tool_calls": []}
+    abstention = issue(client, TASK | {"task_key": "llm-abstain", "call_expected": False, "expected_tool_calls": []})
     declined = [TRAJECTORY[0], {"role": "assistant", "content": "I can't do that with the tools I have."}]
     verdict = client.post("/v1/verify", json={"task": abstention, "trajectory": declined}).json()
     assert verdict["outcome"] == "ok" and verdict["reward"] == 1
@@ -180,14 +182,14 @@ def test_the_verifier_reads_reward_and_reasoning_and_reports_the_criteria_shown(
     assert len(verdict["criteria"]) == 2
 
 
-def test_decisions_that_need_no_model_are_made_without_an_upstream_call(llm, upstreams):
+def test_decisions_that_need_no_model_are_made_without_an_upstream_call(llm, upstreams, issue):
     client = llm()
     unknown = {"function": {"name": "not.offered", "arguments": {}}}
     answer = client.post("/v1/tool", json={"task": TASK, "call": unknown}).json()
     assert answer["is_error"] is True and answer["reward"] == -1
     lazy = client.post("/v1/verify", json={"task": TASK, "trajectory": TRAJECTORY[:1]}).json()
     assert lazy["reward"] == -1
-    abstention = TASK | {"call_expected": False, "expected_tool_calls": []}
+    abstention = issue(client, TASK | {"task_key": "llm-abstain", "call_expected": False, "expected_tool_calls": []})
     called = client.post("/v1/verify", json={"task": abstention, "trajectory": TRAJECTORY}).json()
     assert called["reward"] == -1
     assert upstreams[0].requests == []
@@ -206,6 +208,8 @@ def test_a_slow_upstream_gets_fewer_requests_than_a_fast_one(stub_factory, tmp_p
     settings = SimulatorSettings(run="spread", runs_dir=tmp_path, backend="llm", upstreams=[slow.url, fast.url],
                                  timeout_s=5, retries=0)
     app = create_app(settings)
+    task = SimulatedTask.model_validate(TASK)
+    app.state.service.registry.add(task.difficulty, task)  # the roles play only tasks the simulator issued
 
     async def main():
         transport = httpx.ASGITransport(app=app)

@@ -52,7 +52,7 @@ def test_every_verb_has_help_with_examples(capsys):
 def test_serve_refuses_bad_input_with_a_message_and_exit_2(capsys, tmp_path):
     assert main(["serve", "--run", "bad run", "--runs-dir", str(tmp_path)]) == 2
     assert "--run" in capsys.readouterr().err
-    assert main(["serve", "--run", "ok", "--runs-dir", str(tmp_path), "--library", str(tmp_path / "none.json")]) == 2
+    assert main(["serve", "--insecure", "--run", "ok", "--runs-dir", str(tmp_path), "--library", str(tmp_path / "none.json")]) == 2
     assert "no such file" in capsys.readouterr().err
-    assert main(["serve", "--run", "ok", "--runs-dir", str(tmp_path), "--backend", "llm"]) == 2
+    assert main(["serve", "--insecure", "--run", "ok", "--runs-dir", str(tmp_path), "--backend", "llm"]) == 2
     assert "--upstream" in capsys.readouterr().err

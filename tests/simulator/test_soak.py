@@ -57,7 +57,7 @@ def soak_simulator(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLCANARY_")}
     log = (tmp_path / "simulator.log").open("w")
     process = subprocess.Popen(
-        [sys.executable, "-m", "toolcanary.simulator", "serve", "--backend", "scripted", "--run", "soak",
+        [sys.executable, "-m", "toolcanary.simulator", "serve", "--insecure", "--backend", "scripted", "--run", "soak",
          "--runs-dir", str(runs), "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"],
         env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -8,6 +8,7 @@ fixed assistant texts, or the gold turns of the task being played, token in and 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from toolcanary.train.curriculum import Curriculum  # noqa: E402
 from toolcanary.train.embedded_simulator import EmbeddedSimulator  # noqa: E402
 from toolcanary.train.episode import EpisodeSpec  # noqa: E402
 from toolcanary.train.rollout import EpisodeRunner  # noqa: E402
+from toolcanary.train.simulator_client import TOKEN_ENV  # noqa: E402
 from toolcanary.train.tiny_policy import build_tiny_policy, load_policy  # noqa: E402
 
 
@@ -95,8 +97,10 @@ def run_episodes(tokenizer, client, url: str, specs: list[EpisodeSpec], response
 
 
 def fetch_task(url: str, spec: EpisodeSpec):
+    """The task the simulator at `url` authors for `spec`, asked with the token the embedded simulator set."""
     body = TaskRequest(task_key=spec.task_key, difficulty=spec.difficulty).model_dump(mode="json")
-    return TaskResponse.model_validate(httpx.post(f"{url}/v1/task", json=body, timeout=30).json()).task
+    headers = {"Authorization": f"Bearer {os.environ[TOKEN_ENV]}"} if os.environ.get(TOKEN_ENV) else {}
+    return TaskResponse.model_validate(httpx.post(f"{url}/v1/task", json=body, headers=headers, timeout=30).json()).task
 
 
 def spans(tokenizer, output) -> list[tuple[int, str]]:

@@ -28,7 +28,10 @@ TIMING = {"step_seconds"}
 
 
 class SimulatorProcess:
-    """`python -m toolcanary.simulator serve` on one port, which `kill` and `start` can take down and bring back."""
+    """`python -m toolcanary.simulator serve` on one port, which `kill` and `start` can take down and bring back.
+
+    Without a TOOLCANARY_SIMULATOR_TOKEN in `env` it serves `--insecure`: the drills are about faults, not access.
+    """
 
     def __init__(self, runs_dir: Path, run: str = "drill", *extra: str, env: dict | None = None,
                  ready: bool = True) -> None:
@@ -44,7 +47,8 @@ class SimulatorProcess:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port",
                    str(self.port), "--run", self.run, "--runs-dir", str(self.runs_dir), "--log-level", "warning",
-                   *(self.extra or ("--backend", "scripted"))]
+                   *(self.extra or ("--backend", "scripted")),
+                   *(() if self.env.get("TOOLCANARY_SIMULATOR_TOKEN") else ("--insecure",))]
         with self.log.open("a") as log:
             self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60

@@ -70,13 +70,14 @@ class StubModel:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def test_one_trustee_episode_through_the_real_simulator(tokenizer, trustee_checkout, tmp_path):
+def test_one_trustee_episode_through_the_real_simulator(tokenizer, trustee_checkout, tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLCANARY_SIMULATOR_TOKEN", "e2e-token")  # the simulator's and the trainer's
     with StubModel() as model:
         port = free_port()
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--backend", "llm", "--mode", "trustee", "--trustee-dir", str(trustee_checkout), "--run", "e2e",
                    "--runs-dir", str(tmp_path / "runs"), "--upstream", model.url, "--log-level", "warning"]
-        server = subprocess.Popen(command, env={**os.environ, "TOOLCANARY_SIMULATOR_TOKEN": ""})
+        server = subprocess.Popen(command, env=dict(os.environ))
         try:
             url = f"http://127.0.0.1:{port}"
             deadline = time.monotonic() + 60

@@ -25,11 +25,12 @@ Role = Literal["task", "tool", "user", "verify"]
 AbortCause = Literal["timeout", "parse", "validation", "upstream", "too_large", "rejected", "auth"]
 ABORT_CAUSES: tuple[str, ...] = get_args(AbortCause)
 ROLES: tuple[Role, ...] = ("task", "tool", "user", "verify")
+MAX_STEP = 10**6  # a training step beyond any run; a larger one is refused (it names a record file)
 
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    step: int | None = Field(None, ge=0, description="training step, for the per-step record file")
+    step: int | None = Field(None, ge=0, le=MAX_STEP, description="training step, for the per-step record file")
     episode_id: str | None = Field(None, max_length=200, description="the trainer's episode id, for tracing")
 
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import secrets
 import sys
 import time
 
@@ -63,11 +65,14 @@ def run_demo(s: DemoSettings) -> None:
     )
     with ProcessGroup() as group:
         # --- the simulator, scripted backend ------------------------------------------------------
+        # A bearer token made for this run: another local user who finds the port can neither claim task
+        # keys nor earn rewards. The trainer gets it through the same variable.
         port = free_port()
         url = f"http://127.0.0.1:{port}"
+        token = {"TOOLCANARY_SIMULATOR_TOKEN": os.environ.get("TOOLCANARY_SIMULATOR_TOKEN") or secrets.token_urlsafe(32)}
         group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1",
                                   "--port", str(port), "--backend", "scripted", "--run", s.run],
-                    s.logs / "simulator.log")
+                    s.logs / "simulator.log", env=token)
         group.wait_http("simulator", f"{url}/health", timeout_s=120)
 
         # --- the policy, warm start, GRPO with checkpoints ----------------------------------------
@@ -79,7 +84,7 @@ def run_demo(s: DemoSettings) -> None:
         group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
                             "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
                             "--level-initial", str(s.level_initial), "--policy", s.policy],
-                  s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()))
+                  s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()), env=token)
         warm.close()
         bar.close()
         group.stop("simulator")

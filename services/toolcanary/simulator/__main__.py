@@ -1,11 +1,12 @@
 """Command line of the simulator: `serve` the HTTP service, `validate` a library and its gold data, `build-library`.
 
-    python -m toolcanary.simulator serve --backend scripted --run demo
+    python -m toolcanary.simulator serve --insecure --backend scripted --run demo
     python -m toolcanary.simulator validate --tasks 300
     python -m toolcanary.simulator build-library --check
 
 Flags override `TOOLCANARY_SIMULATOR_*` environment variables, which override the defaults in `settings.py`.
-The bearer token is read from the environment only (TOOLCANARY_SIMULATOR_TOKEN), never from a flag.
+The bearer token is read from the environment only (TOOLCANARY_SIMULATOR_TOKEN), never from a flag; `serve`
+refuses to start without one unless told `--insecure` (then anyone who reaches the port gets tasks and rewards).
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from toolcanary.settings import add_flags
 from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 
 EPILOG = """examples:
-  python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
-  python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
+  python -m toolcanary.simulator serve --insecure --backend scripted --run demo --port 8300
+  TOOLCANARY_SIMULATOR_TOKEN=$TOKEN python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
   python -m toolcanary.simulator validate --tasks 300
   python -m toolcanary.simulator build-library --check
 """
 SERVE_EPILOG = """examples:
-  python -m toolcanary.simulator serve --backend scripted --run demo --port 8300
+  python -m toolcanary.simulator serve --insecure --backend scripted --run demo --port 8300
   python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://vllm-a:8000 http://vllm-b:8000
   python -m toolcanary.simulator serve --check --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://x
-  TOOLCANARY_SIMULATOR_TOKEN=secret python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
+  TOOLCANARY_SIMULATOR_TOKEN=$TOKEN python -m toolcanary.simulator serve --run demo --no-call-fraction 0.1
 """
 VALIDATE_EPILOG = """examples:
   python -m toolcanary.simulator validate --tasks 300
@@ -76,13 +77,21 @@ def build_library(args: argparse.Namespace) -> int:
     return status
 
 
-def serve(args: argparse.Namespace) -> int:
-    import uvicorn
+NO_TOKEN = ("no bearer token: expected TOOLCANARY_SIMULATOR_TOKEN in the environment (a long random string, the "
+            "trainer sends the same), got none. Without it anyone who reaches the port can claim task keys and "
+            "earn rewards. Set it (e.g. TOOLCANARY_SIMULATOR_TOKEN=$(python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')), or pass --insecure to serve without one on purpose")
 
+
+def serve(args: argparse.Namespace) -> int:
     from toolcanary.simulator.app import create_app
+    from toolcanary.simulator.server import serve as serve_http
 
     overrides = {k: v for k, v in vars(args).items() if k not in ("verb", "check")}
     settings = SimulatorSettings.from_env(**overrides)
+    if not settings.token and not settings.insecure:
+        print(f"error: {NO_TOKEN}", file=sys.stderr)
+        return 2
     if args.check:
         from toolcanary.simulator.library_index import LibraryIndex
 
@@ -91,8 +100,10 @@ def serve(args: argparse.Namespace) -> int:
               f"({tools} tools)")
         return 0
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = create_app(settings)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), workers=1)
+    if not settings.token:
+        logging.getLogger(__name__).warning("serving without a bearer token (--insecure): anyone who reaches "
+                                            "%s:%d can ask for tasks and rewards", settings.host, settings.port)
+    serve_http(create_app(settings), settings)
     return 0
 
 

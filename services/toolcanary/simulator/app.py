@@ -10,9 +10,12 @@ which the container health check and the trainer's pre-flight use; `/v1/ready` i
 the bearer token, so one request tells the trainer the token is accepted too.
 
 Status codes: 200 for every role call, aborted or not (the outcome is in the body); 401 without the bearer
-token; 409 for a task key reused with other settings; 413 for an oversized body; 422 naming the bad field;
-500 only for an infrastructure fault outside the backend (e.g. the record file cannot be written); 503 from
-readiness while it fails (the body names each failing check: an upstream and its error, the record folder).
+token; 409 for a task key reused with other settings, or a tool/user/verify/gold request whose task differs
+from the one authored under its key; 413 for an oversized body; 422 naming the bad field (at most
+`MAX_ERRORS` of them, each input cut to 200 characters), for JSON nested deeper than `max_json_depth`, or for
+a task key this simulator never issued; 500 only for an infrastructure fault outside the backend (e.g. the
+record file cannot be written); 503 from readiness while it fails (the body names each failing check: an
+upstream and its error, the record folder). No error body names a path on the server.
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ from toolcanary.simulator.guards import GuardMiddleware
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.records import RecordStore
-from toolcanary.simulator.service import SimulatorService
+from toolcanary.simulator.service import SimulatorService, TaskMismatch, TaskNotIssued
 from toolcanary.simulator.settings import SimulatorSettings
 from toolcanary.simulator.task_registry import TaskKeyConflict
 
 log = logging.getLogger(__name__)
 _ERRORS = {code: {"model": ErrorBody} for code in (401, 409, 413, 422)}
+MAX_ERRORS = 20  # a 422 lists at most this many field errors (a huge bad body must not get a huger answer)
 
 
 def build_backend(settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> Backend:
@@ -65,7 +69,8 @@ def build_backend(settings: SimulatorSettings, index: LibraryIndex, metrics: Met
 
 def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
     detail = []
-    for error in exc.errors():
+    errors = exc.errors()
+    for error in errors[:MAX_ERRORS]:
         loc, kind = error.get("loc", ()), error.get("type", "")
         if kind == "json_invalid":
             position = loc[1] if len(loc) > 1 else "?"
@@ -76,7 +81,8 @@ def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
         detail.append({"field": field, "expected": error.get("msg", ""), "type": kind,
                        "got": repr(error.get("input"))[:200]})
     first = detail[0] if detail else {"field": "body", "expected": "a JSON body", "got": "nothing"}
-    message = (f"invalid request: field '{first['field']}': {first['expected']} (got {first['got']}); "
+    more = f"; {len(errors)} errors in all, the first {MAX_ERRORS} listed" if len(errors) > MAX_ERRORS else ""
+    message = (f"invalid request: field '{first['field']}': {first['expected']} (got {first['got']}){more}; "
                "see /docs for the request schema")
     return JSONResponse(status_code=422, content=ErrorBody(error=message, detail=detail).model_dump())
 
@@ -110,13 +116,26 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
                                                    "got": exc.now.model_dump()}])
         return JSONResponse(status_code=409, content=body.model_dump())
 
+    @app.exception_handler(TaskNotIssued)
+    async def _not_issued(_: Request, exc: TaskNotIssued) -> JSONResponse:
+        body = ErrorBody(error=str(exc), detail=[{"field": "task.task_key", "expected": "a key /v1/task answered",
+                                                   "got": repr(exc.key)[:200]}])
+        return JSONResponse(status_code=422, content=body.model_dump())
+
+    @app.exception_handler(TaskMismatch)
+    async def _mismatch(_: Request, exc: TaskMismatch) -> JSONResponse:
+        body = ErrorBody(error=str(exc), detail=[{"field": f"task.{name}", "expected": "the stored task's value",
+                                                   "got": "another value"} for name in exc.fields[:MAX_ERRORS]])
+        return JSONResponse(status_code=409, content=body.model_dump())
+
     @app.exception_handler(Exception)
     async def _fault(_: Request, exc: Exception) -> JSONResponse:
         # Role calls never get here (the service records backend failures as aborted calls); this is for
         # infrastructure faults such as a full disk, which must not pass silently.
+        # The message stays in the log: it can name server paths (a record file), which a client must not see.
         log.exception("simulator fault outside a role call")
         return JSONResponse(status_code=500, content=ErrorBody(
-            error=f"simulator fault: {type(exc).__name__}: {exc}"[:500] + "; see the service log").model_dump())
+            error=f"simulator fault: {type(exc).__name__}; see the service log for the cause").model_dump())
 
     async def ready() -> Health | JSONResponse:
         # 503 while a role call could not be answered: a container health check must not call a simulator
@@ -131,10 +150,13 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
             if backend.name == "llm" else ["the scripted backend needs no upstream"]
         records = settings.records_dir
         if records.is_dir() and os.access(records, os.W_OK):
-            checks.append(f"record folder {records} is writable")
+            checks.append("the record folder is writable")
         else:
-            problems.append({"check": "records", "path": str(records), "error": "not a writable folder"})
-            errors.append(f"record folder {records} is not a writable folder; every role call would be a 500")
+            # The path is logged, not answered: /health is open to anyone who reaches the port.
+            log.error("record folder %s is not a writable folder", records)
+            problems.append({"check": "records", "error": "not a writable folder"})
+            errors.append(f"the record folder (<runs>/{settings.run}/simulator) is not a writable folder; every "
+                          "role call would be a 500 (the service log names the path)")
         if problems:
             return JSONResponse(status_code=503, content=ErrorBody(
                 error="simulator unavailable: " + "; ".join(errors), detail=problems).model_dump())
@@ -179,10 +201,12 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         # Any backend serves it: the gold agent plays against the scripted roles and this library's result hints.
         from toolcanary.simulator.scripted import gold_trajectory
 
+        request = service.issued(request)
         try:
             return GoldResponse(messages=gold_trajectory(request.task, index))
         except RuntimeError as err:
             return GoldResponse(outcome="aborted", abort_cause="validation", abort_detail=str(err)[:500])
 
-    app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes, token=settings.token)
+    app.add_middleware(GuardMiddleware, max_body_bytes=settings.max_body_bytes, token=settings.token,
+                       max_json_depth=settings.max_json_depth)
     return app

@@ -1,6 +1,8 @@
-"""ASGI guards in front of the simulator: a request-body size limit and an optional bearer token.
+"""ASGI guards in front of the simulator: the bearer token, a request-body size limit and a JSON depth limit.
 
-Both answer with the contract's `ErrorBody` (413 and 401). The body is read up to the limit before the app
+They answer with the contract's `ErrorBody` (401, 413 and 422), before the app or the backend sees the request.
+The depth limit keeps a deeply nested body (tool-call arguments nested thousands deep) from raising a
+RecursionError after the backend answered; no request of the contract comes near it. The body is read up to the limit before the app
 sees it, so an oversized body is refused whether or not it declares a Content-Length. The health routes stay
 open so that container health checks need no secret; `/v1/ready`, the trainer's readiness check, does not.
 """
@@ -9,10 +11,22 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
+from itertools import accumulate
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 OPEN_PATHS = {"/health", "/health/live", "/health/ready"}
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(body: bytes) -> int:
+    """How deep the arrays and objects of a JSON text nest (0 for a scalar), without parsing it."""
+    brackets = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    return max(accumulate(1 if b in (91, 123) else -1 for b in brackets))
 
 
 async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
@@ -24,8 +38,9 @@ async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes
 
 
 class GuardMiddleware:
-    def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None, max_json_depth: int = 32) -> None:
         self.app, self.max_body_bytes, self.token = app, max_body_bytes, token
+        self.max_json_depth = max_json_depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,6 +71,12 @@ class GuardMiddleware:
             if not message.get("more_body", False):
                 break
         body, replayed = b"".join(chunks), False
+        depth = json_depth(body) if body else 0
+        if depth > self.max_json_depth:
+            await _answer(send, 422, f"request body nests too deep: expected JSON nested at most "
+                          f"{self.max_json_depth} levels, got {depth}; flatten the tool-call arguments (or raise "
+                          "TOOLCANARY_SIMULATOR_MAX_JSON_DEPTH)")
+            return
 
         async def replay() -> Message:
             nonlocal replayed

@@ -3,6 +3,10 @@
 Whatever the backend does, a role call ends in a contract response: an exception inside the backend becomes an
 aborted response (cause `upstream`, the exception in `abort_detail`), is logged with its traceback, recorded
 and counted, and never surfaces as a server error or as a made-up reward.
+
+The tool, user and verifier roles play the task this simulator authored under the request's `task.task_key`,
+never one the client made up: a key it never issued is refused (`TaskNotIssued`, 422) and a task that differs
+from the stored one is refused (`TaskMismatch`, 409), before the backend runs, so neither earns a reward.
 """
 
 from __future__ import annotations
@@ -31,6 +35,26 @@ from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.records import RecordStore
 from toolcanary.simulator.settings import SimulatorSettings
 from toolcanary.simulator.task_registry import TaskKeyConflict, TaskRegistry
+
+
+class TaskNotIssued(Exception):
+    """A role request whose task key this simulator never answered a task for."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(
+            f"task.task_key {key[:200]!r}: expected the key of a task this simulator authored (POST /v1/task), "
+            "got a key it never issued; ask /v1/task for the task first and send back the task it answered")
+
+
+class TaskMismatch(Exception):
+    """A role request whose task differs from the one the simulator authored under its key."""
+
+    def __init__(self, key: str, fields: list[str]) -> None:
+        self.key, self.fields = key, fields
+        super().__init__(
+            f"task.task_key {key[:200]!r}: expected the task this simulator authored under that key, got one that "
+            f"differs in {', '.join(fields[:10])}; send back the task /v1/task answered, unchanged")
 
 log = logging.getLogger(__name__)
 
@@ -70,13 +94,34 @@ class SimulatorService:
         self.metrics.set("tasks_in_memory", self.registry.in_memory)
         return response
 
+    def issued(self, request):
+        """`request`, checked to carry the task stored under its key (and given that stored task).
+
+        Raises:
+            TaskNotIssued: no task was authored under the key.
+            TaskMismatch: the task sent differs from the stored one.
+        """
+        sent = request.task
+        stored = self.registry.get(sent.task_key)
+        if stored is None:
+            raise TaskNotIssued(sent.task_key)
+        if stored is not sent:
+            want, got = stored.model_dump(mode="json"), sent.model_dump(mode="json")
+            differ = [name for name in want.keys() | got.keys() if want.get(name) != got.get(name)]
+            if differ:
+                raise TaskMismatch(sent.task_key, sorted(differ))
+        return request.model_copy(update={"task": stored})
+
     async def tool(self, request: ToolRequest) -> ToolResponse:
+        request = self.issued(request)
         return await self._run("tool", request, ToolResponse, lambda: self.backend.tool(request))
 
     async def user(self, request: UserRequest) -> UserResponse:
+        request = self.issued(request)
         return await self._run("user", request, UserResponse, lambda: self.backend.user(request))
 
     async def verify(self, request: VerifyRequest) -> VerifyResponse:
+        request = self.issued(request)
         return await self._run("verify", request, VerifyResponse, lambda: self.backend.verify(request))
 
     async def _run(self, role: str, request, response_type: type, produce: Callable[[], Awaitable[RoleOutput]]):

@@ -60,7 +60,18 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     seed: int = Field(0, description="seed of the scripted backend (tasks, arguments, results)")
     no_call_fraction: float = Field(0.0, ge=0.0, le=1.0,
                                     description="share of task keys made abstention tasks (no offered tool serves)")
-    token: str | None = Field(None, description="bearer token required on every endpoint but /health")
+    token: str | None = Field(None, description="bearer token required on every endpoint but /health; `serve` "
+                                                "refuses to start without one unless --insecure")
+    insecure: bool = Field(False, description="serve without a bearer token: anyone who reaches the port can ask "
+                                              "for tasks and rewards (tests, a private loopback)")
+    max_json_depth: int = Field(32, ge=4, le=1000, description="deepest nesting of arrays and objects accepted in "
+                                                               "a request body")
+    limit_concurrency: int = Field(2048, ge=8, description="most connections and requests served at once; more "
+                                                           "get a 503 at once instead of queueing (above the "
+                                                           "trainer's concurrent episodes)")
+    timeout_keep_alive_s: int = Field(5, ge=1, description="seconds an idle keep-alive connection stays open")
+    head_timeout_s: float = Field(10.0, gt=0, description="seconds a new connection has to send a whole request "
+                                                          "head before it is closed")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest accepted request body")
     upstreams: Annotated[list[str], NoDecode] = Field(default_factory=list, description="OpenAI-compatible base "
                                                       "URLs (llm backend); comma-separated in the environment")

@@ -101,6 +101,12 @@ class TaskRegistry:
         self._count += inserted
         self._remember(key, (difficulty, task))
 
+    def add(self, difficulty: DifficultySettings, task: SimulatedTask) -> None:
+        """Issue `task` under its key as if the author had answered it (a task made elsewhere: tests, tools).
+
+        The first task for a key wins, as with authored ones."""
+        self._store(task.task_key, difficulty, task)
+
     async def get_or_create(
         self, key: str, difficulty: DifficultySettings, create: Callable[[], Awaitable[RoleOutput]]
     ) -> tuple[RoleOutput, bool]:

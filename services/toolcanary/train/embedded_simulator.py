@@ -1,6 +1,9 @@
 """Start the scripted simulator as a child process on a free loopback port, and stop it again.
 
 The CPU run uses this when no `--simulator-url` is given; tests use it to run against the real service.
+The child is guarded by a bearer token: the one in TOOLCANARY_SIMULATOR_TOKEN if set, else a random one made for
+this start, which is put in this process's environment while the simulator runs, so that the trainer's
+clients (which read that variable) send it. Another local user who finds the port gets 401s.
 
     with EmbeddedSimulator(run="demo", runs_dir=Path("volumes/runs")) as url:
         ...  # POST f"{url}/v1/task"
@@ -10,11 +13,13 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import subprocess
 import sys
 from pathlib import Path
 
 from toolcanary.contract.loopback import free_port, wait_until_ok
+from toolcanary.train.simulator_client import TOKEN_ENV
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +32,8 @@ class EmbeddedSimulator:
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen | None = None
         self.url = ""
+        self.token = ""
+        self._token_was: str | None = None
 
     def __enter__(self) -> str:
         port = free_port()
@@ -34,6 +41,9 @@ class EmbeddedSimulator:
         log_dir = self.runs_dir / self.run
         log_dir.mkdir(parents=True, exist_ok=True)
         self._log = (log_dir / "embedded_simulator.log").open("ab")
+        self._token_was = os.environ.get(TOKEN_ENV)
+        self.token = self._token_was or secrets.token_urlsafe(32)
+        os.environ[TOKEN_ENV] = self.token
         env = {**os.environ, "TOOLCANARY_RUNS_DIR": str(self.runs_dir)}
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--backend", "scripted", "--run", self.run, "--runs-dir", str(self.runs_dir), "--seed", str(self.seed)]
@@ -53,6 +63,8 @@ class EmbeddedSimulator:
         self._stop()
 
     def _stop(self) -> None:
+        if self.token and self._token_was is None:
+            os.environ.pop(TOKEN_ENV, None)
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:

@@ -1,0 +1,204 @@
+"""The simulator's trust boundary and limits: tasks only from the registry, a token unless --insecure, bounded
+steps, errors and nesting, no server path in an error body, connection limits, a bounded restart.
+
+Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_security.py -q
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import tracemalloc
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+
+from toolcanary.contract.loopback import free_port
+from toolcanary.simulator.__main__ import main
+from toolcanary.simulator.app import create_app
+from toolcanary.simulator.server import server_config
+from toolcanary.simulator.settings import SimulatorSettings
+
+TOKEN_ENV = "TOOLCANARY_SIMULATOR_TOKEN"
+
+
+def _records(tmp_path) -> str:
+    return "".join(p.read_text() for p in (tmp_path / "runs" / "test" / "simulator").glob("step_*.jsonl"))
+
+
+def _call(task: dict) -> dict:
+    return {"id": "c1", "type": "function", "function": {"name": task["tools"][0]["function"]["name"],
+                                                         "arguments": {}}}
+
+
+# --- forged tasks --------------------------------------------------------------------------------
+def test_a_task_for_a_key_never_issued_is_a_422_and_earns_no_reward(client, new_task, tmp_path):
+    real = new_task(client, "issued")
+    forged = {**real, "task_key": "never-issued"}
+    trajectory = [{"role": "user", "content": real["first_user_query"]}, {"role": "assistant", "content": "done"}]
+    for route, body in (("/v1/verify", {"task": forged, "trajectory": trajectory}),
+                        ("/v1/tool", {"task": forged, "call": _call(forged)}),
+                        ("/v1/user", {"task": forged, "history": trajectory}),
+                        ("/v1/gold", {"task": forged})):
+        response = client.post(route, json=body)
+        assert response.status_code == 422, (route, response.text)
+        assert "never issued" in response.json()["error"] and "reward" not in response.json()
+    assert "never-issued" not in _records(tmp_path)  # refused before the backend ran: nothing recorded
+
+
+def test_a_task_that_differs_from_the_stored_one_is_a_409_naming_the_fields(client, new_task):
+    real = new_task(client, "g-forge")
+    forged = {**real, "expected_tool_calls": [], "user_intent": "anything"}
+    trajectory = [{"role": "user", "content": "anything"}, {"role": "assistant", "content": "anything"}]
+    response = client.post("/v1/verify", json={"task": forged, "trajectory": trajectory, "num_criteria": 1})
+    assert response.status_code == 409, response.text
+    body = response.json()
+    assert "expected_tool_calls" in body["error"] and "user_intent" in body["error"] and "reward" not in body
+    assert {d["field"] for d in body["detail"]} == {"task.expected_tool_calls", "task.user_intent"}
+    honest = client.post("/v1/verify", json={"task": real, "trajectory": trajectory, "num_criteria": 1})
+    assert honest.status_code == 200 and honest.json()["outcome"] == "ok"
+
+
+def test_the_stored_task_survives_a_restart_and_still_guards_its_key(make_client, new_task):
+    real = new_task(make_client(), "kept")
+    again = make_client()  # a new app on the same records: the registry is reloaded from them
+    assert again.post("/v1/gold", json={"task": real}).status_code == 200
+    assert again.post("/v1/gold", json={"task": {**real, "user_intent": "other"}}).status_code == 409
+
+
+# --- the token -----------------------------------------------------------------------------------
+def test_serve_refuses_to_start_without_a_token_unless_insecure(capsys, tmp_path, monkeypatch):
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    argv = ["serve", "--check", "--run", "ok", "--runs-dir", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert TOKEN_ENV in err and "--insecure" in err
+    assert main([*argv, "--insecure"]) == 0
+    monkeypatch.setenv(TOKEN_ENV, "a-long-random-string")
+    assert main(argv) == 0
+
+
+def test_with_a_token_every_role_route_needs_it(make_client):
+    client = make_client(token="s3cret")
+    body = {"task_key": "k", "difficulty": {"num_tools": 2, "expected_calls": 1, "user_persona": 0,
+                                            "query_ambiguity": 0, "expected_turns": 0}}
+    for route in ("/v1/task", "/v1/tool", "/v1/user", "/v1/verify", "/v1/gold", "/v1/ready"):
+        assert client.post(route, json=body).status_code in (401, 405)
+    assert client.post("/v1/task", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+# --- limits --------------------------------------------------------------------------------------
+def test_a_step_beyond_the_bound_is_a_422_without_a_server_path(client, tmp_path):
+    body = {"task_key": "k", "step": 10**300, "difficulty": {"num_tools": 2, "expected_calls": 1,
+                                                             "user_persona": 0, "query_ambiguity": 0,
+                                                             "expected_turns": 0}}
+    response = client.post("/v1/task", json=body)
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"][0]["field"] == "step"
+    assert str(tmp_path) not in response.text
+    assert client.post("/v1/task", json={**body, "step": 10**6}).status_code == 200
+
+
+def test_an_infrastructure_fault_is_a_500_that_names_no_server_path(tmp_path):
+    app = create_app(SimulatorSettings(run="test", runs_dir=tmp_path / "runs"))
+    store = app.state.service.store
+
+    def full_disk(record):
+        raise OSError(28, "No space left on device", str(store.directory / "step_0001.jsonl"))
+
+    store.append = full_disk
+    with TestClient(app, raise_server_exceptions=False) as client:
+        body = {"task_key": "k", "step": 1, "difficulty": {"num_tools": 2, "expected_calls": 1, "user_persona": 0,
+                                                           "query_ambiguity": 0, "expected_turns": 0}}
+        response = client.post("/v1/task", json=body)
+        assert response.status_code == 500
+        assert "OSError" in response.json()["error"] and str(tmp_path) not in response.text
+        store.directory.chmod(0o500)
+        try:
+            ready = client.get("/health")
+        finally:
+            store.directory.chmod(0o700)
+        if ready.status_code == 503:  # root can write anywhere; elsewhere readiness fails, without the path
+            assert str(tmp_path) not in ready.text and "record folder" in ready.text
+        assert str(tmp_path) not in client.get("/health").text
+
+
+def test_a_422_lists_at_most_20_errors_however_many_the_body_has(client, new_task):
+    task = new_task(client, "many")
+    history = [{"role": "nobody", "content": 1}] * 500
+    response = client.post("/v1/user", json={"task": task, "history": history})
+    assert response.status_code == 422
+    assert len(response.json()["detail"]) == 20 and "errors in all" in response.json()["error"]
+    assert len(response.content) < 20_000
+
+
+@pytest.mark.parametrize("depth", [400, 5000])
+def test_deeply_nested_arguments_are_a_422_before_the_backend_runs(client, new_task, tmp_path, depth):
+    task = new_task(client, "deep")
+    # Built as text: the standard encoder itself gives up (RecursionError) on nesting this deep.
+    arguments = '{"a": ' * depth + "{}" + "}" * depth
+    call = json.dumps(_call(task)).replace('"arguments": {}', f'"arguments": {arguments}')
+    before = _records(tmp_path).count('"role":"tool"')
+    response = client.post("/v1/tool", content=f'{{"task": {json.dumps(task)}, "call": {call}}}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422, response.text[:300]
+    assert "nests too deep" in response.json()["error"] and "at most 32" in response.json()["error"]
+    assert _records(tmp_path).count('"role":"tool"') == before
+
+
+def test_half_open_connections_are_closed_and_do_not_starve_health(tmp_path):
+    settings = SimulatorSettings(run="test", runs_dir=tmp_path / "runs", port=free_port(), head_timeout_s=1.0,
+                                 limit_concurrency=1000, log_level="warning")
+    server = uvicorn.Server(server_config(create_app(settings), settings))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the simulator did not start"
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{settings.port}"
+    sockets = []
+    try:
+        for _ in range(400):
+            sock = socket.create_connection(("127.0.0.1", settings.port))
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+            sockets.append(sock)
+        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+        time.sleep(2.5)
+        sockets[0].settimeout(5)
+        assert sockets[0].recv(1) == b""  # closed by the server after head_timeout_s
+        assert httpx.get(f"{url}/health/live", timeout=5).status_code == 200
+    finally:
+        for sock in sockets:
+            sock.close()
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_a_restart_on_thousands_of_keys_is_fast_and_small(tmp_path):
+    settings = SimulatorSettings(run="test", runs_dir=tmp_path / "runs")
+    difficulty = {"num_tools": 8, "expected_calls": 2, "user_persona": 0, "query_ambiguity": 0, "expected_turns": 0}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/task", json={"task_key": "k0", "step": 0, "difficulty": difficulty}).status_code == 200
+    # 3000 answered keys: the one record copied under other keys (the records are what a restart reads).
+    records = settings.records_dir / "step_0000.jsonl"
+    line = records.read_text().splitlines()[0]
+    records.write_text("".join(line.replace('"k0"', f'"k{key}"') + "\n" for key in range(3000)))
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        app = create_app(settings)
+        elapsed, (_, peak) = time.perf_counter() - started, tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    registry = app.state.service.registry
+    assert len(registry) == 3000 and registry.in_memory == 0
+    assert elapsed < 30 and peak < 32 * 2**20, (elapsed, peak)
+    with TestClient(app) as client:  # an old key is still answered from the records, the same task
+        task = client.post("/v1/task", json={"task_key": "k2999", "difficulty": difficulty}).json()["task"]
+        assert task["task_key"] == "k2999"
+        assert client.post("/v1/gold", json={"task": task}).status_code == 200
