@@ -46,6 +46,8 @@ class Container:
             "HOME": str(tmp_path), "LANG": "C.UTF-8", "PYTHONPATH": str(FAKE_VLLM),
             "TOOLCANARY_RUN": "start-test", "TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"),
             "TOOLCANARY_SIMULATOR_HOST": "127.0.0.1", "TOOLCANARY_SIMULATOR_PORT": str(self.sim_port),
+            # The GPU stack requires a token (docs/simulator.md, Security).
+            "TOOLCANARY_SIMULATOR_TOKEN": "start-test-token",
             "SIMULATOR_VLLM_PORT": str(self.vllm_port), "SIMULATOR_VLLM_WAIT_S": str(wait_s),
             "SIMULATOR_VLLM_POLL_S": "0.2", "SIMULATOR_STOP_GRACE_S": "5",
             "FAKE_VLLM_MODE": mode, "FAKE_VLLM_PIDFILE": str(self.pidfile), "FAKE_VLLM_ARGV": str(self.argv_path),
@@ -246,6 +248,14 @@ def test_a_refused_trustee_checkout_stops_the_container_before_vllm_starts(conta
     output = box.output()
     assert "no folder at" in output and "vLLM was not started" in output, output
     assert not box.pidfile.exists(), "vLLM was started although the settings were refused"
+
+
+def test_a_container_without_a_token_stops_before_vllm_starts(container):
+    box = container("healthy", env={"TOOLCANARY_SIMULATOR_TOKEN": ""})
+    assert box.exit_status(within_s=60) == 2, box.output()
+    output = box.output()
+    assert "no bearer token" in output and "--insecure" in output and "vLLM was not started" in output, output
+    assert not box.pidfile.exists(), "vLLM was started although the simulator has no token"
 
 
 def test_settings_that_hold_are_checked_and_reported_before_vllm_starts(container, trustee_checkout):
