@@ -16,7 +16,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from toolcanary.contract.csv_schemas import (
@@ -84,6 +84,7 @@ def test_one_changed_bfcl_cell_reads_back_as_written_or_is_refused(row, column, 
 
 @FUZZ
 @given(step=st.integers(0, 2), column=st.sampled_from(TRAIN_METRICS_COLUMNS), cell=CELLS)
+@example(step=0, column="step", cell="9" * 40)  # a step past 2**53 must not round
 def test_one_changed_train_metrics_cell_reads_back_as_written_or_is_refused(step, column, cell):
     rows = [[s if c == "step" else 0.25 * (s + 1) for c in TRAIN_METRICS_COLUMNS] for s in range(3)]
     rows[step][TRAIN_METRICS_COLUMNS.index(column)] = cell

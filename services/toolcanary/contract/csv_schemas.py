@@ -207,7 +207,7 @@ def append_bfcl_rows(path: str | Path, rows: list[BfclRow], lock: AbstractContex
 
 def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
     """Read `train_metrics.csv`: every required column, finite decimals (empty or nan: not measured), unique
-    steps."""
+    steps. The step stays the integer that was written (a float would round steps past 2**53)."""
     path = Path(path)
     if not path.is_file():
         raise ContractError(str(path), f"a {TRAIN_METRICS} file", "no such file")
@@ -220,7 +220,7 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
                 f"{path}: line {line}", "one row per step", f"a repeat of line {steps[step]}"
             )
         steps[step] = line
-        row: dict[str, float] = {"step": float(step)}
+        row: dict[str, float] = {"step": step}
         for column in TRAIN_METRICS_COLUMNS[1:]:
             row[column] = _float(path, line, column, record.get(column))
         rows.append(row)
