@@ -65,7 +65,7 @@ def rollout_throughput(tokenizer, episodes: int, in_flight: int) -> dict:
         runner = EpisodeRunner(tokenizer, InstantPolicy(tokenizer), simulator_url=sim.url, prompt_length=4096,
                                response_length=1024, loop_options={"max_in_flight": in_flight})
         specs = step_specs(Curriculum(epsilon=0.0), step=1, groups=episodes // 8, n=8, rng=random.Random(0),
-                           run="bench")
+                           key_prefix="bench")
         started = time.perf_counter()
         outputs = []
         for start in range(0, len(specs), in_flight):
@@ -87,14 +87,14 @@ def grpo_step_seconds(steps: int) -> dict:
         policy, tokenizer = load_policy(build_tiny_policy(Path(tmp) / "policy"))
         reference = copy.deepcopy(policy).eval()
         optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr)
-        with EmbeddedSimulator(run="bench", runs_dir=Path(tmp) / "runs") as url:
+        with EmbeddedSimulator(key_prefix="bench", runs_dir=Path(tmp) / "runs") as url:
             runner = EpisodeRunner(tokenizer, TransformersGenerationClient(policy, tokenizer), simulator_url=url,
                                    prompt_length=settings.prompt_length, response_length=settings.response_length,
                                    loop_options={"max_turn_tokens": settings.max_turn_tokens})
             timings, rng = [], random.Random(0)
             for step in range(1, steps + 1):
                 specs = step_specs(Curriculum(), step=step, groups=settings.tasks_per_step,
-                                   n=settings.rollouts_per_task, rng=rng, run="bench", max_tools=settings.max_tools)
+                                   n=settings.rollouts_per_task, rng=rng, key_prefix="bench", max_tools=settings.max_tools)
                 began = time.perf_counter()
                 outputs = asyncio.run(runner.run(specs))
                 rolled = time.perf_counter()

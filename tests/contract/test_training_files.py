@@ -6,6 +6,7 @@ Run: .venvs/dev/bin/python -m pytest tests/contract/test_training_files.py -q
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -38,6 +39,22 @@ def test_a_line_that_is_not_an_episode_record_names_the_line_and_the_fix(tmp_pat
     err = caught.value
     assert err.where == f"{path}: line 1" and "EpisodeRecord" in err.expected and "step" in err.got
     assert "move it aside" in err.fix
+
+
+@pytest.mark.parametrize("field, text", [("reward", "NaN"), ("seconds", "Infinity"), ("verifier_reward", "-Infinity"),
+                                         ("tool_rewards", "[1.0, NaN]")])
+def test_a_non_finite_number_in_an_episode_line_is_refused_with_its_line(tmp_path, field, text):
+    """Python's json reads NaN and Infinity; a reward mean over them would be no measurement."""
+    path = tmp_path / "episodes.jsonl"
+    good = json.dumps({"step": 1, "episode_id": "e1", "task_key": "k"})
+    path.write_text(good + "\n" + good[:-1].replace('"e1"', '"e2"') + f', "{field}": {text}}}\n')
+    with pytest.raises(ContractError) as caught:
+        read_episodes(path)
+    assert caught.value.where == f"{path}: line 2" and field in caught.value.got
+    with pytest.raises(ContractError, match="EpisodeRecord"):
+        append_episodes(tmp_path / "out.jsonl", [{"step": 1, "episode_id": "e", "task_key": "k",
+                                                        field: [math.nan] if field == "tool_rewards" else math.nan}])
+    assert not (tmp_path / "out.jsonl").exists()
 
 
 def test_writing_a_record_that_is_not_one_is_refused(tmp_path):

@@ -11,11 +11,13 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_health_upstream.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -110,6 +112,32 @@ def test_an_upstream_that_hangs_fails_within_the_probe_timeout(simulator, stub_f
     assert answer.status_code == 503, answer.text
     assert answer.json()["detail"][0]["error"] == f"no answer within {TIMEOUT_S:g} s"
     assert elapsed < TIMEOUT_S + 2, f"/health took {elapsed:.1f} s with a {TIMEOUT_S} s probe timeout"
+
+
+def test_long_upstream_calls_in_flight_do_not_starve_health(simulator, stub_factory):
+    """64 task calls wait on an upstream that takes 6 s per completion; /health, /health/live and
+    /health/ready keep answering at once (role calls wait on the event loop, never block it)."""
+    slow = stub_factory((200, '{"result": "ok"}', 6.0))
+    url = simulator(slow.url)
+    health_until(url, 200)
+    difficulty = {"num_tools": 1, "expected_calls": 1, "user_persona": 0, "query_ambiguity": 0, "expected_turns": 0}
+
+    def ask(index: int) -> None:
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(f"{url}/v1/task", json={"task_key": f"slow-{index}", "difficulty": difficulty}, timeout=30)
+
+    with ThreadPoolExecutor(64) as pool:
+        for index in range(64):
+            pool.submit(ask, index)
+        deadline = time.monotonic() + 10
+        while len(slow.requests) < 32:  # the calls are in flight: upstream is working on them
+            assert time.monotonic() < deadline, f"only {len(slow.requests)} calls reached the upstream"
+            time.sleep(0.05)
+        for path in ("/health", "/health/live", "/health/ready"):
+            started = time.monotonic()
+            answer = httpx.get(f"{url}{path}", timeout=5)
+            assert answer.status_code == 200 and time.monotonic() - started < 2, (path, answer.text)
+        slow.stop()  # the waiting calls end now (connection closed) sooner
 
 
 def test_a_server_without_vllms_health_route_is_probed_on_its_model_list(simulator, stub_factory):

@@ -151,7 +151,7 @@ def volumes(tmp_path_factory, monkeypatch_module, session_trustee_checkout) -> P
            "TOOLCANARY_TRAIN_MODE": "trustee", "TOOLCANARY_TRAIN_TRUSTEE_DIR": session_trustee_checkout}
     for key, value in env.items():
         monkeypatch_module.setenv(key, str(value))
-    write_seed_data(root / "runs" / "r1" / "data", 32, run="r1")
+    write_seed_data(root / "runs" / "r1" / "data", 32, key_prefix="r1-0123456789abcdef")
     return root
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ import httpx
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.loopback import free_port
 from toolcanary.train.publisher import read_published
+from toolcanary.train.task_keys import TAG_FILE
 
 # The CPU run at its smallest: 2 groups x 2 episodes, 16-token turns, a 3-step warm start on 4 tasks.
 SMALL = ["--tasks-per-step", "2", "--rollouts-per-task", "2", "--warm-start-tasks", "4", "--warm-start-steps", "3",
@@ -79,6 +81,14 @@ class SimulatorProcess:
 
     def records(self, step: int) -> Path:
         return self.runs_dir / self.run / "simulator" / f"step_{step:04d}.jsonl"
+
+
+def replay_tasks_of(reference: Path, root: Path, run: str = "drill") -> None:
+    """Give the run under `root` the task-key tag of the one under `reference`, as a user reproduces a run:
+    with the same tag, seed and settings it asks the simulator for the same tasks."""
+    tag = Path("runs") / run / "trainer" / TAG_FILE
+    (root / tag).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(reference / tag, root / tag)
 
 
 def roots_env(root: Path, **extra: str) -> dict:

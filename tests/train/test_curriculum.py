@@ -117,13 +117,13 @@ def test_a_task_pool_cycles_fixed_tasks_and_keeps_level_bound_limits():
     from toolcanary.train.rollout import step_specs
 
     low, high = Curriculum(level=1), Curriculum(level=100)
-    first = step_specs(low, step=1, groups=4, n=2, rng=random.Random(0), run="r", task_pool=6, max_tools=1)
-    third = step_specs(high, step=4, groups=4, n=2, rng=random.Random(9), run="r", task_pool=6, max_tools=1)
+    first = step_specs(low, step=1, groups=4, n=2, rng=random.Random(0), key_prefix="r", task_pool=6, max_tools=1)
+    third = step_specs(high, step=4, groups=4, n=2, rng=random.Random(9), key_prefix="r", task_pool=6, max_tools=1)
     keys = [s.task_key for s in first]
     assert keys[0] == keys[1] and len(set(keys)) == 4
     # Step 4 starts at pool index (3 * 4) % 6 = 0: the same task and settings, under level-100 limits.
     assert (third[0].task_key, third[0].difficulty) == (first[0].task_key, first[0].difficulty)
     assert third[0].max_assistant_turns == 6 and first[0].max_assistant_turns == 2
     assert all(s.difficulty.num_tools == 1 for s in first + third)
-    fresh = step_specs(low, step=1, groups=4, n=2, rng=random.Random(0), run="r")
+    fresh = step_specs(low, step=1, groups=4, n=2, rng=random.Random(0), key_prefix="r")
     assert len({s.task_key for s in fresh}) == 4 and fresh[0].task_key == "r-s0001-g00"

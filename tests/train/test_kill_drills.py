@@ -1,7 +1,8 @@
 """Drills: the simulator killed mid-training and restarted; the trainer killed (SIGKILL) mid-step and restarted.
 
-Both compare with a run of the same settings without a fault (`reference`): the CPU run is deterministic
-(every request samples from its own seeded generator, the simulator's scripted backend is seeded), so
+Both compare with a run of the same settings without a fault (`reference`), given its task-key tag: the CPU
+run is deterministic (every request samples from its own seeded generator, the simulator's scripted backend
+is seeded, and the same tag gives the same task keys), so
 steps the fault did not touch must come out equal, row for row and checkpoint for checkpoint.
 
 - Simulator killed while step 3's episodes are in flight (the real service over HTTP, SIGKILL), restarted
@@ -26,6 +27,7 @@ from drills import (
     SMALL,
     SimulatorProcess,
     episodes,
+    replay_tasks_of,
     metrics_rows,
     published,
     same_rows,
@@ -60,6 +62,7 @@ def _checkpoints_verify(root) -> None:
 
 @pytest.mark.slow
 def test_drill_the_simulator_killed_mid_training_and_restarted(tmp_path, reference, drill):
+    replay_tasks_of(reference, tmp_path)
     sim = SimulatorProcess(tmp_path / "sim").start()
     trainer = train_process(tmp_path, *RUN_ARGS, "--simulator-url", sim.url)
     try:
@@ -95,6 +98,7 @@ def test_drill_the_simulator_killed_mid_training_and_restarted(tmp_path, referen
 
 @pytest.mark.slow
 def test_drill_the_trainer_killed_mid_step_and_restarted(tmp_path, reference, drill):
+    replay_tasks_of(reference, tmp_path)
     sim = SimulatorProcess(tmp_path / "sim").start()
     state = tmp_path / "runs" / "drill" / "trainer"
     ledger = tmp_path / "checkpoints" / "drill" / "published.jsonl"

@@ -173,7 +173,7 @@ def test_aborted_rows_leave_a_gpu_shaped_batchs_group_statistics_unchanged(repor
 
 
 def test_a_validation_row_plays_its_held_out_task_through_the_agent_loop(tmp_path, tokenizer, scripted_url):
-    val = write_seed_data(tmp_path, 4, run="r1", val_rows=3)[1]
+    val = write_seed_data(tmp_path, 4, key_prefix="r1-0123456789abcdef", val_rows=3)[1]
     rows = pq.read_table(val).column("extra_info").to_pylist()
     specs = [EpisodeSpec.model_validate(row) for row in validation_rows(rows, step=50)]
     assert {s.split for s in specs} == {"val"} and len({s.task_key for s in specs}) == 3
@@ -186,7 +186,7 @@ def test_a_validation_row_plays_its_held_out_task_through_the_agent_loop(tmp_pat
 
 
 def test_a_training_placeholder_is_refused_as_a_validation_row(tmp_path):
-    train = write_seed_data(tmp_path, 2, run="r1", val_rows=1)[0]
+    train = write_seed_data(tmp_path, 2, key_prefix="r1-0123456789abcdef", val_rows=1)[0]
     with pytest.raises(ContractError, match="held-out"):
         validation_rows(pq.read_table(train).column("extra_info").to_pylist(), step=1)
 

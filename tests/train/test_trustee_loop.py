@@ -206,7 +206,7 @@ def test_the_number_of_tools_gets_its_own_soft_curriculum_coin_in_the_trustee_mo
 
 
 def test_validation_rows_get_trustees_generic_prompt_and_fixed_caps_in_the_trustee_mode():
-    rows = [{**spec.model_dump(mode="json")} for spec in validation_specs("run", 2)]
+    rows = [{**spec.model_dump(mode="json")} for spec in validation_specs("run-0123456789abcdef", 2)]
     theirs = validation_rows(rows, step=50, mode="trustee")
     ours = validation_rows(rows, step=50)
     assert all((r["system_prompt_level"], r["max_user_turns"], r["max_assistant_turns"], r["max_tool_turns"])

@@ -32,8 +32,10 @@ StopReason = Literal[
 
 
 class EpisodeRecord(BaseModel):
-    """One JSON line of `episodes.jsonl`; the step metrics are computed from these alone."""
+    """One JSON line of `episodes.jsonl`; the step metrics are computed from these alone. NaN and infinity
+    (which Python's json reads from `NaN` / `Infinity`) are refused: a mean over them is not a measurement."""
 
+    model_config = ConfigDict(allow_inf_nan=False)
     step: int
     episode_id: str
     task_key: str

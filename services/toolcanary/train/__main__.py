@@ -22,6 +22,7 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.settings import add_flags, given
 from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
 from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
+from toolcanary.train.task_keys import task_key_prefix
 
 EPILOG = """examples:
   python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
@@ -65,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
     seed.add_argument("--rows", type=int, default=3200, help="tasks per step x steps (default 16 x 200)")
-    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it")
+    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it and the run's task-key tag, made in "
+                           "<runs>/<run>/trainer/ on first use")
     seed.add_argument("--val-rows", type=int, default=16, help="held-out validation tasks (default 16)")
     check = sub.add_parser("check-recipe", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
                            epilog=EPILOG, help="run verl's main_ppo on a recipe up to the start of Ray, then check "
@@ -95,7 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "seed-data":
             from toolcanary.train.seed_data import write_seed_data
 
-            paths = write_seed_data(args.out, args.rows, run=args.run, val_rows=args.val_rows)
+            settings = TrainSettings.from_env(run=args.run)
+            paths = write_seed_data(args.out, args.rows, val_rows=args.val_rows,
+                                    key_prefix=task_key_prefix(settings.run_state(), settings.run))
             print("\n".join(str(p) for p in paths))
             return 0
         settings = TrainSettings.from_env(**given(args, TrainSettings))

@@ -47,6 +47,7 @@ from toolcanary.train.preflight import check_simulator, wait_ready
 from toolcanary.train.publisher import publish_checkpoint, remove_partial
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
+from toolcanary.train.task_keys import task_key_prefix
 from toolcanary.train.tiny_policy import build_base_policy, load_policy
 from toolcanary.train.trainer_state import latest_state, load_state, save_state
 from toolcanary.train.warm_start import encode_conversations, warm_start
@@ -65,7 +66,7 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
     model, tokenizer = load_policy(folder)
     if settings.warm_start:
         torch.manual_seed(settings.seed)
-        requests = warm_start_requests(run=settings.run, seed=settings.seed, count=settings.warm_start_tasks,
+        requests = warm_start_requests(key_prefix=task_key_prefix(state_dir, settings.run), seed=settings.seed, count=settings.warm_start_tasks,
                                        task_pool=settings.task_pool, max_tools=settings.max_tools,
                                        epsilon=settings.epsilon, no_call_fraction=settings.no_call_fraction)
         conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
@@ -129,6 +130,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
     grpo = GrpoConfig(clip_ratio=settings.clip_ratio, kl_coef=settings.kl_coef, kl_type=settings.kl_type,
                       loss_agg_mode=settings.loss_agg_mode)
     params = {"temperature": settings.temperature, "top_p": settings.top_p}
+    key_prefix = task_key_prefix(settings.run_state(), settings.run)
     published = []
     breaker = CircuitBreaker(settings.max_aborted_frac, settings.max_aborted_steps)
     last_saved = start
@@ -153,7 +155,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
         try:
             wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
             specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
-                               rng=rng, run=settings.run, max_tools=settings.max_tools,
+                               rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
                                task_pool=settings.task_pool, seed=settings.seed)
             outputs = asyncio.run(runner.run(specs, params, progress=progress))
             records = [o.extra_fields["episode"] for o in outputs]

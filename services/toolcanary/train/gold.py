@@ -5,7 +5,7 @@ from `/v1/task`, the run's fixed task pool when it has one, else first-level cur
 conversations from `/v1/gold`, where the simulator plays the ideal agent against its scripted tool and user
 roles.
 
-    requests = warm_start_requests(run="demo", seed=0, count=16, task_pool=8, max_tools=1)
+    requests = warm_start_requests(key_prefix="demo-5f0c9a2e7b1d4c3a", seed=0, count=16, task_pool=8, max_tools=1)
     conversations = asyncio.run(gold_conversations("http://127.0.0.1:8300", requests))
 """
 
@@ -47,14 +47,14 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
     return conversations
 
 
-def warm_start_requests(*, run: str, seed: int, count: int, task_pool: int, max_tools: int | None,
+def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: int, max_tools: int | None,
                         epsilon: float = 0.5, no_call_fraction: float = 0.0) -> list[TaskRequest]:
     """The tasks to imitate: the run's fixed pool when it has one, else `count` first-level draws."""
     curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
     if task_pool:
-        pairs = [pool_task(i, run=run, seed=seed, curriculum=curriculum, max_tools=max_tools)
+        pairs = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
                  for i in range(task_pool)]
     else:
         rng = random.Random(seed)
-        pairs = [(f"{run}-warm-{seed}-{i:03d}", capped(curriculum.draw(rng), max_tools)) for i in range(count)]
+        pairs = [(f"{key_prefix}-warm-{seed}-{i:03d}", capped(curriculum.draw(rng), max_tools)) for i in range(count)]
     return [TaskRequest(task_key=key, difficulty=difficulty) for key, difficulty in pairs]

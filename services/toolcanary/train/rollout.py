@@ -6,7 +6,7 @@ the GPU recipe registers. `step_specs` draws one task per GRPO group from
 the curriculum and gives all n samples of the group the same task key.
 
     runner = EpisodeRunner(tokenizer, llm_client, simulator_url=url, prompt_length=3072, response_length=512)
-    outputs = asyncio.run(runner.run(step_specs(curriculum, step=1, groups=4, n=4, rng=rng, run="demo")))
+    outputs = asyncio.run(runner.run(step_specs(curriculum, step=1, groups=4, n=4, rng=rng, key_prefix="demo-5f0c9a2e7b1d4c3a")))
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from toolcanary.train.episode import EpisodeSpec
 
 
 def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: random.Random,
-               run: str, max_tools: int | None = None, task_pool: int = 0, seed: int = 0) -> list[EpisodeSpec]:
+               key_prefix: str, max_tools: int | None = None, task_pool: int = 0,
+               seed: int = 0) -> list[EpisodeSpec]:
     """groups x n episode specs; the n members of a group share task key and difficulty.
+
+    `key_prefix` begins every task key and episode id: the run's `task_key_prefix` (toolcanary.train.task_keys).
 
     `max_tools` caps the tools per task (the CPU run's cost control; the GPU recipe leaves it unset).
     `task_pool` > 0 cycles through that many fixed tasks (`pool_task`) instead of drawing new ones.
@@ -38,14 +41,14 @@ def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: r
     specs = []
     for group in range(groups):
         if task_pool:
-            key, difficulty = pool_task(((step - 1) * groups + group) % task_pool, run=run, seed=seed,
+            key, difficulty = pool_task(((step - 1) * groups + group) % task_pool, key_prefix=key_prefix, seed=seed,
                                         curriculum=curriculum, max_tools=max_tools)
         else:
-            key, difficulty = f"{run}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
+            key, difficulty = f"{key_prefix}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
         for member in range(n):
             specs.append(EpisodeSpec(
                 task_key=key, difficulty=difficulty, step=step,
-                episode_id=f"{run}-s{step:04d}-g{group:02d}-r{member:02d}", group_index=group,
+                episode_id=f"{key_prefix}-s{step:04d}-g{group:02d}-r{member:02d}", group_index=group,
                 curriculum_level=at.level, system_prompt_level=at.system_prompt, num_criteria=at.num_criteria,
                 max_user_turns=at.max_user_turns, max_assistant_turns=at.max_assistant_turns,
                 max_tool_turns=at.max_tool_turns,
@@ -59,11 +62,11 @@ def capped(difficulty: DifficultySettings, max_tools: int | None) -> DifficultyS
     return difficulty
 
 
-def pool_task(index: int, *, run: str, seed: int, curriculum: Curriculum,
+def pool_task(index: int, *, key_prefix: str, seed: int, curriculum: Curriculum,
               max_tools: int | None) -> tuple[str, DifficultySettings]:
     """The key and settings of fixed task `index`: drawn once, at level 1, from a seed of its own."""
     first = Curriculum(level=1, epsilon=curriculum.epsilon, no_call_fraction=curriculum.no_call_fraction)
-    return f"{run}-pool-{seed}-{index:03d}", capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
+    return f"{key_prefix}-pool-{seed}-{index:03d}", capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
 
 
 class EpisodeRunner:

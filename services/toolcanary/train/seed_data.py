@@ -7,6 +7,9 @@ spec of one fixed held-out task (its key, and settings drawn once at curriculum 
 their own), so every validation scores the policy on the same simulated tasks.
 
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
+
+Task keys begin with the run's `task_key_prefix`, made (or read) from the run's trainer folder, the same
+prefix the agent-loop manager uses for training tasks.
 """
 
 from __future__ import annotations
@@ -26,15 +29,15 @@ PLACEHOLDER = "A task will be written by the simulator for this group."
 VALIDATION_LEVEL = 1
 
 
-def validation_specs(run: str, count: int, seed: int = 0) -> list[EpisodeSpec]:
-    """The fixed held-out tasks: keys `<run>-val-s0000-gNN`, settings drawn once at level 1."""
+def validation_specs(key_prefix: str, count: int, seed: int = 0) -> list[EpisodeSpec]:
+    """The fixed held-out tasks: keys `<key_prefix>-val-s0000-gNN`, settings drawn once at level 1."""
     curriculum = Curriculum(level=VALIDATION_LEVEL)
     specs = step_specs(curriculum, step=0, groups=count, n=1, rng=random.Random(f"validation-{seed}"),
-                       run=f"{run}-val")
+                       key_prefix=f"{key_prefix}-val")
     return [spec.model_copy(update={"split": "val"}) for spec in specs]
 
 
-def write_seed_data(out: Path, rows: int, *, run: str, val_rows: int = 16, seed: int = 0) -> list[Path]:
+def write_seed_data(out: Path, rows: int, *, key_prefix: str, val_rows: int = 16, seed: int = 0) -> list[Path]:
     """Write train.parquet and val.parquet under `out`; returns their paths."""
     out.mkdir(parents=True, exist_ok=True)
     base = {"prompt": [{"role": "user", "content": PLACEHOLDER}], "agent_name": AGENT_NAME,
@@ -42,7 +45,7 @@ def write_seed_data(out: Path, rows: int, *, run: str, val_rows: int = 16, seed:
     tables = {
         "train": [{**base, "extra_info": {"index": index, "split": "train"}} for index in range(rows)],
         "val": [{**base, "extra_info": {"index": index, **spec.model_dump(mode="json")}}
-                for index, spec in enumerate(validation_specs(run, val_rows, seed))],
+                for index, spec in enumerate(validation_specs(key_prefix, val_rows, seed))],
     }
     written = []
     for name, table in tables.items():

@@ -54,6 +54,7 @@ from toolcanary.train.preflight import check_simulator, wait_ready
 from toolcanary.train.publisher import publish_folder
 from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
+from toolcanary.train.task_keys import task_key_prefix
 
 logger = logging.getLogger(__name__)
 # What agent_loops.yaml falls back to when TOOLCANARY_TRAIN_SIMULATOR_URL is not set.
@@ -104,13 +105,13 @@ def save_curriculum(settings: TrainSettings, curriculum: Curriculum, history: di
     write_curriculum(curriculum_path(settings), CurriculumFile.model_validate(state))
 
 
-def assign_specs(uids: list, curriculum: Curriculum, *, step: int, run: str, rng: random.Random,
+def assign_specs(uids: list, curriculum: Curriculum, *, step: int, key_prefix: str, rng: random.Random,
                  attempt: str | None = None) -> list[dict]:
     """One spec per row; rows sharing a uid share one task key and setting (verl's V1 manager spawns the
     n rollouts of a row itself, and the agent loop appends each rollout's number to the episode id)."""
     order = list(dict.fromkeys(str(u) for u in uids))
     groups = {uid: spec for uid, spec in zip(order, step_specs(curriculum, step=step, groups=len(order), n=1,
-                                                                rng=rng, run=run), strict=True)}
+                                                                rng=rng, key_prefix=key_prefix), strict=True)}
     seen: dict[str, int] = {}
     rows = []
     for uid in (str(u) for u in uids):
@@ -264,7 +265,8 @@ class CurriculumAgentLoopManager(AgentLoopManagerTQ):
         # One generator per step: a step redone after a restart draws the same tasks at the same level,
         # which the simulator requires of a task key it has already written.
         rng = random.Random(f"{settings.seed}-{step}")
-        specs = assign_specs(list(prompts["uid"]), curriculum, step=step, run=settings.run, rng=rng,
+        specs = assign_specs(list(prompts["uid"]), curriculum, step=step,
+                             key_prefix=task_key_prefix(settings.run_state(), settings.run), rng=rng,
                              attempt=attempt)
         prompts["extra_info"] = NonTensorStack(*specs)
         return super().generate_sequences(prompts)
