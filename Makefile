@@ -25,6 +25,8 @@ TOOLCANARY_COMMIT ?= $(shell scripts/git_commit.sh)
 STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(if $(TOOLCANARY_COMMIT), TOOLCANARY_COMMIT=$(TOOLCANARY_COMMIT))
 # A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
 CHECK_ENV = python3 scripts/write_env.py --check
+# `make up` adds --make-dirs: the folders the training profile mounts are created as you before Compose runs
+# (Docker would create a missing one as root, which the containers, running as you, cannot write).
 ALL_PROFILES := --profile train --profile eval --profile analysis
 # The host-side evaluation commands read .env as Compose does (a value typed or exported still wins).
 HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-override --)
@@ -45,7 +47,7 @@ build: ## stack: build the images of every profile, each labelled with the commi
 	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) build
 
 up: ## stack: start the training profile (simulator, then trainer once it is healthy)
-	$(CHECK_ENV)
+	$(CHECK_ENV) --make-dirs
 	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
 down: ## stack: stop every service of the stack

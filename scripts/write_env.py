@@ -6,7 +6,12 @@ volumes/ belongs to the user who runs it. This script fills those two in with `i
 reads (e.g. TRAINER_GPUS, replaced by one variable per GPU), is reported with the exact line to write, and
 the exit status is 1. `--check` only checks (exit 0 when there is no .env yet: Compose reports what it needs).
 
-Run: python3 scripts/write_env.py [--out .env] [--example .env.example] [--uid N] [--gid N] [--check]
+`--make-dirs` (what `make up` adds) then creates the host folders the train profile mounts writable, as the
+invoking user: Docker would create a missing bind-mount source as root, and the containers, which run as that
+user, could not write it. RUN and MODEL_CACHE are read as Compose reads them: the environment first, then the
+env file. A folder that exists but that the user cannot write is reported with the command that fixes it.
+
+Run: python3 scripts/write_env.py [--out .env] [--example .env.example] [--uid N] [--gid N] [--check] [--make-dirs]
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = """examples:
   python3 scripts/write_env.py                   # what `make env` runs: .env from .env.example, your ids
   python3 scripts/write_env.py --check           # report problems of an existing .env, change nothing
+  python3 scripts/write_env.py --check --make-dirs   # what `make up` runs: check, then create the mounted folders
   python3 scripts/write_env.py --out /tmp/ci.env --uid 1000 --gid 1000
 """
 # Variables the stack once read and no longer does: setting them changes nothing, which must not pass silently.
@@ -28,6 +34,18 @@ RETIRED = {
     "TRAINER_GPUS": "one id per variable: TRAINER_GPU_0=0 ... TRAINER_GPU_3=3",
     "SIMULATOR_GPUS": "one id per variable: SIMULATOR_GPU_0=4 ... SIMULATOR_GPU_3=7",
 }
+# The host folders the train profile (compose.yaml, and compose.cpu.yaml on top of it) bind-mounts writable,
+# relative to the project folder: {run} is RUN, {cache} is MODEL_CACHE. tests/stack/test_mounts.py checks that
+# this is exactly what Compose resolves for the simulator and the trainer.
+STACK_FOLDERS = (
+    "volumes/checkpoints", "volumes/results",
+    "volumes/runs/{run}/simulator",                                                 # the simulator's records
+    "volumes/runs/{run}/data", "volumes/runs/{run}/trainer", "volumes/runs/{run}/verl",  # the trainer's
+    "{cache}/simulator", "{cache}/train",                                          # one model cache each
+)
+DEFAULT_CACHE = "./volumes/cache"
+# toolcanary.contract.run_id's rule (this script runs on the host, without the services' packages).
+RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
 
 
@@ -72,6 +90,44 @@ def problems(env_text: str, uid: int, gid: int) -> list[str]:
     return found
 
 
+def compose_value(name: str, env_text: str | None) -> str:
+    """NAME as Compose interpolates it: the environment wins over the env file; "" when set in neither."""
+    if name in os.environ:
+        return os.environ[name]
+    return assignments(env_text).get(name, "") if env_text is not None else ""
+
+
+def stack_folders(env_text: str | None, root: Path = ROOT) -> list[Path]:
+    """The folders of STACK_FOLDERS for this RUN and MODEL_CACHE (the run's own ones only when RUN is set)."""
+    run = compose_value("RUN", env_text)
+    cache = os.path.expanduser(os.path.expandvars(compose_value("MODEL_CACHE", env_text) or DEFAULT_CACHE))
+    if run and not RUN_ID.match(run):
+        raise ValueError(f"RUN={run!r} is not a run id: 1-100 letters, digits, '.', '_' or '-', starting with a "
+                         "letter or digit")
+    # Without RUN, Compose stops and says so; the other folders are made all the same.
+    chosen = [f for f in STACK_FOLDERS if run or "{run}" not in f]
+    return [root / f.format(run=run, cache=cache) for f in chosen]
+
+
+def make_dirs(env_text: str | None, root: Path = ROOT) -> list[str]:
+    """Create the stack's folders that are missing; what is still wrong, each with its fix."""
+    try:
+        folders = stack_folders(env_text, root)
+    except ValueError as err:
+        return [str(err)]
+    found = []
+    for folder in folders:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            found.append(f"cannot create {folder} ({err.strerror}); create it as the user who runs the stack")
+            continue
+        if not os.access(folder, os.W_OK | os.X_OK):
+            found.append(f"{folder} is not writable by you, so neither by the containers, which run as you: "
+                         f"sudo chown -R {os.getuid()}:{os.getgid()} {folder}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 scripts/write_env.py", description=__doc__.splitlines()[0],
                                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,8 +137,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--uid", type=int, default=os.getuid(), help="user id (default: yours, %(default)s)")
     parser.add_argument("--gid", type=int, default=os.getgid(), help="group id (default: yours, %(default)s)")
     parser.add_argument("--check", action="store_true", help="only check an existing env file; write nothing")
+    parser.add_argument("--make-dirs", action="store_true",
+                        help="then create the host folders the train profile mounts (volumes/runs/<RUN>/..., "
+                             "MODEL_CACHE/simulator and /train), as you, so that Docker does not create them as root")
     args = parser.parse_args(argv)
+    status = write_or_check(args)
+    if status == 0 and args.make_dirs:
+        found = make_dirs(args.out.read_text() if args.out.exists() else None)
+        for problem in found:
+            print(f"make-dirs: {problem}", file=sys.stderr)
+        status = 1 if found else 0
+    return status
 
+
+def write_or_check(args: argparse.Namespace) -> int:
+    """Write the env file, or check the existing one; the exit status."""
     if args.out.exists():
         found = problems(args.out.read_text(), args.uid, args.gid)
         if args.check:

@@ -149,6 +149,10 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         if not count:
             text += f"{name}={value}\n"
     env_file.write_text(text)
+    # The folders the training profile mounts (what `make up` creates as its invoker), made first so that the
+    # stack's user owns them too: as root, the test's `make up` would otherwise create them as root.
+    subprocess.run(["python3", "scripts/write_env.py", "--check", "--make-dirs"], cwd=root, check=True,
+                   capture_output=True, env={k: v for k, v in os.environ.items() if k not in ("RUN", "MODEL_CACHE")})
     # The stack's user owns the project's volumes, as the user who cloned it would.
     for path in [root / "volumes", *(root / "volumes").rglob("*")]:
         os.chown(path, uid, gid)
