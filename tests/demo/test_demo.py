@@ -8,8 +8,10 @@ Run: .venvs/dev/bin/python -m pytest tests/demo -q      (several minutes: it tra
 """
 
 import csv
+import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -56,6 +58,23 @@ def test_the_quick_demo_finishes_and_prints_its_summary(demo):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ToolCanary demo finished: run ci-demo" in done.stdout
     assert "| Abstention required |" in done.stdout and "make eval STEP=200" in done.stdout
+
+
+def test_the_summary_says_where_the_time_went_from_what_the_services_recorded(demo):
+    root, done = demo
+    spent = json.loads((root / "results" / "ci-demo" / "demo_timings.json").read_text())
+    phases = spent["phases_s"]
+    assert list(phases) == ["simulator start", "train", "eval", "analysis", "audit"]
+    metrics = read_train_metrics(root / "results" / "ci-demo" / "train_metrics.csv")
+    assert spent["grpo_steps_s"] == [round(r["step_seconds"], 1) for r in metrics]
+    assert sum(spent["grpo_steps_s"]) <= phases["train"]  # the steps are inside the train phase
+    manifests = [json.loads(p.read_text()) for p in (root / "results" / "ci-demo" / "passes").glob("*/manifest.json")]
+    assert spent["passes"] == len(manifests) == 4
+    assert spent["pass_phases_s"]["total"] == pytest.approx(sum(m["timings_s"]["total"] for m in manifests), abs=0.1)
+    assert spent["pass_phases_s"]["total"] <= phases["eval"]
+    for name in phases:
+        assert re.search(rf"^    {re.escape(name)} +\d+\.\d min +\d+%", done.stdout, re.M), name
+    assert "2 GRPO steps" in done.stdout and "4 passes" in done.stdout and "vLLM starts" in done.stdout
 
 
 def test_no_process_outlives_the_demo(demo):

@@ -25,6 +25,7 @@ from toolcanary.contract.errors import ContractError
 EPISODES_FILE = "episodes.jsonl"
 EPISODES_DIR = "episodes"
 CURRICULUM_FILE = "curriculum.json"
+TASK_KEY_TAG_FILE = "task_key_tag"  # <runs>/<run>/trainer/: the prefix of the run's task keys (train.task_keys)
 
 StopReason = Literal[
     "response_length", "assistant_turns", "user_turns", "tool_turns", "user_terminated", "aborted"

@@ -29,6 +29,7 @@ from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
+from toolcanary.demo.timing import PhaseClock, breakdown_lines, timings, write_timings
 from toolcanary.settings import add_flags, given
 from toolcanary.train.settings import TrainSettings
 
@@ -53,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_demo(s: DemoSettings) -> None:
+def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
     missing = [env for env in ENVIRONMENTS if not (VENVS / env / "bin" / "python").exists()]
     if missing:
         raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
@@ -70,10 +71,11 @@ def run_demo(s: DemoSettings) -> None:
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         token = {"TOOLCANARY_SIMULATOR_TOKEN": os.environ.get("TOOLCANARY_SIMULATOR_TOKEN") or secrets.token_urlsafe(32)}
-        group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1",
-                                  "--port", str(port), "--backend", "scripted", "--run", s.run],
-                    s.logs / "simulator.log", env=token)
-        group.wait_http("simulator", f"{url}/health", timeout_s=120)
+        with clock.phase("simulator start"):
+            group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1",
+                                      "--port", str(port), "--backend", "scripted", "--run", s.run],
+                        s.logs / "simulator.log", env=token)
+            group.wait_http("simulator", f"{url}/health", timeout_s=120)
 
         # --- the policy, warm start, GRPO with checkpoints ----------------------------------------
         # The trainer reads the same settings; a resumed run skips the warm start, so its bar starts full.
@@ -81,10 +83,11 @@ def run_demo(s: DemoSettings) -> None:
         warm = FileProgress("warm start", trainer.warm_start_steps if trainer.warm_start else 0,
                             lambda: row_count(s.result_dir / WARM_START), "step")
         bar = FileProgress("train (GRPO)", s.steps, lambda: row_count(s.result_dir / TRAIN_METRICS), "step")
-        group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
-                            "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
-                            "--level-initial", str(s.level_initial), "--policy", s.policy],
-                  s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()), env=token)
+        with clock.phase("train"):
+            group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
+                                "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
+                                "--level-initial", str(s.level_initial), "--policy", s.policy],
+                      s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()), env=token)
         warm.close()
         bar.close()
         group.stop("simulator")
@@ -97,17 +100,21 @@ def run_demo(s: DemoSettings) -> None:
                  "-- --enforce-eager")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
                            lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
-        group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,
-                           "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
-                           "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps", *map(str, s.repeat_steps),
-                           "--repeat-passes", str(s.repeat_passes), "--sample", str(s.sample), "--seed", str(s.seed)],
-                  s.logs / "eval.log", poll=bar.poll)
+        with clock.phase("eval"):
+            group.run("eval", [s.python("eval"), "-m", "toolcanary.evaluate", "eval-all", "--run", s.run,
+                               "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
+                               "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps",
+                               *map(str, s.repeat_steps), "--repeat-passes", str(s.repeat_passes),
+                               "--sample", str(s.sample), "--seed", str(s.seed)],
+                      s.logs / "eval.log", poll=bar.poll)
         bar.close()
 
         # --- analysis and audit ----------------------------------------------------------------------
-        group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
-                               "--table", "--findings", "--fig", "all"], s.logs / "analysis.log")
-        group.run("audit", [s.python("eval"), "-m", "toolcanary.audit", "--run", s.run], s.logs / "audit.log")
+        with clock.phase("analysis"):
+            group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
+                                   "--table", "--findings", "--fig", "all"], s.logs / "analysis.log")
+        with clock.phase("audit"):
+            group.run("audit", [s.python("eval"), "-m", "toolcanary.audit", "--run", s.run], s.logs / "audit.log")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    started = time.monotonic()
+    started, clock = time.monotonic(), PhaseClock()
     try:
-        run_demo(settings)
+        run_demo(settings, clock)
     except ChildFailed as err:
         print(f"\ndemo failed: {err}\nResume after fixing it with: make demo RUN={settings.run}", file=sys.stderr)
         return 1
@@ -128,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\ndemo interrupted; every process it started was stopped. Resume: make demo RUN={settings.run}",
               file=sys.stderr)
         return 130
-    print(render(settings, time.monotonic() - started))
+    spent = timings(clock, settings.result_dir)
+    write_timings(settings.result_dir, spent)
+    print(render(settings, time.monotonic() - started, breakdown_lines(spent)))
     return 0
 
 

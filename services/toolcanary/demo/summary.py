@@ -19,7 +19,8 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def render(settings: DemoSettings, wall_s: float) -> str:
+def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None = None) -> str:
+    """The closing screen; `time_lines` is the breakdown of toolcanary.demo.timing."""
     results = settings.result_dir
     table = results / "tables" / "headline.md"
     figures = sorted(p.name for p in (results / "figures").glob("*.png"))
@@ -38,6 +39,8 @@ def render(settings: DemoSettings, wall_s: float) -> str:
     ]
     if table.is_file():
         lines += [table.read_text().rstrip(), ""]
+    if time_lines:
+        lines += [*time_lines, ""]
     lines += [
         f"On CPU the policy is {POLICY_WORDS[settings.policy]}: the numbers show the pipeline works, "
         "not what RL does to a 4B policy.",

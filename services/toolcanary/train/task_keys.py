@@ -19,8 +19,8 @@ import secrets
 from pathlib import Path
 
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import TASK_KEY_TAG_FILE as TAG_FILE
 
-TAG_FILE = "task_key_tag"
 _TAG = re.compile(r"[0-9a-f]{16}")
 
 

@@ -1,0 +1,104 @@
+"""Where the demo's time went: each phase's wall time, split by what the services recorded themselves.
+
+The demo times its phases (`PhaseClock`); inside them the trainer's `train_metrics.csv` holds each GRPO
+step's seconds and every evaluation pass's manifest holds its generate and evaluate seconds, so the rest of
+a phase is named for what fills it (policy build, warm start and publishing; vLLM starts and checkpoint
+checks). Printed at the end of the demo and written to `<results>/<run>/demo_timings.json`.
+
+    clock = PhaseClock()
+    with clock.phase("train"):
+        ...
+    print("\\n".join(breakdown_lines(timings(clock, results_dir))))
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from toolcanary.contract.csv_schemas import TRAIN_METRICS, read_train_metrics
+from toolcanary.contract.errors import ContractError
+from toolcanary.contract.manifests import EvalPassManifest
+
+TIMINGS_FILE = "demo_timings.json"
+
+
+class PhaseClock:
+    """Wall seconds of each named phase, in the order they ran."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.monotonic() - started
+
+
+def _step_seconds(results: Path) -> list[float]:
+    try:
+        rows = read_train_metrics(results / TRAIN_METRICS)
+    except ContractError:
+        return []
+    return [r["step_seconds"] for r in rows if math.isfinite(r["step_seconds"])]
+
+
+def _pass_timings(results: Path) -> list[dict[str, float]]:
+    out = []
+    for path in sorted((results / "passes").glob("step_*_pass_*/manifest.json")):
+        try:
+            manifest = EvalPassManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, ValidationError):
+            continue  # a pass refused before its manifest was whole has no timings to report
+        if manifest.finished_at is not None:
+            out.append(manifest.timings_s)
+    return out
+
+
+def timings(clock: PhaseClock, results: Path) -> dict:
+    """The breakdown as data: phases (s), GRPO steps (s each), passes (their phase sums)."""
+    steps = _step_seconds(results)
+    passes = _pass_timings(results)
+    return {
+        "phases_s": {name: round(s, 1) for name, s in clock.seconds.items()},
+        "grpo_steps_s": [round(s, 1) for s in steps],
+        "passes": len(passes),
+        "pass_phases_s": {key: round(sum(p.get(key, 0.0) for p in passes), 1)
+                          for key in ("preflight", "generate", "evaluate", "total")},
+    }
+
+
+def breakdown_lines(data: dict) -> list[str]:
+    """`time` lines of the closing screen: minutes per phase, with the train and eval phases split."""
+    phases, steps, passes = data["phases_s"], data["grpo_steps_s"], data["pass_phases_s"]
+    total = sum(phases.values())
+    lines = [f"  time ({total / 60:.1f} min in phases)"]
+    for name, seconds in phases.items():
+        detail = ""
+        if name == "train" and steps:
+            spread = f" ± {statistics.stdev(steps):.0f}" if len(steps) > 1 else ""
+            detail = (f"policy build, warm start and publishing {(seconds - sum(steps)) / 60:.1f} min; "
+                      f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, {statistics.fmean(steps):.0f}{spread} s each")
+        elif name == "eval" and data["passes"]:
+            detail = (f"{data['passes']} passes {passes['total'] / 60:.1f} min (generate {passes['generate'] / 60:.1f}, "
+                      f"score {passes['evaluate'] / 60:.1f}); vLLM starts and checkpoint checks "
+                      f"{(seconds - passes['total']) / 60:.1f} min")
+        share = f"{100 * seconds / total:3.0f}%" if total else "  -"
+        lines.append(f"    {name:<16} {seconds / 60:5.1f} min {share}" + (f"  ({detail})" if detail else ""))
+    return lines
+
+
+def write_timings(results: Path, data: dict) -> Path:
+    path = results / TIMINGS_FILE
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return path
