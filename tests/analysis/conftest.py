@@ -47,9 +47,14 @@ class GoldenRun:
     share_break: int = 40
     curriculum_drop: int | None = None
     """From this step on the curriculum sits at 97, below the ceiling."""
+    base: dict[str, float] = field(default_factory=dict)
+    """Step-0 accuracy per category, where it differs from `BASE`."""
+    reward: float | None = None
+    """The same mean reward at every step, instead of a rising curve."""
+    reward_std: float = 0.4
 
     def accuracy(self, category: str, step: int, rng: np.random.Generator) -> float:
-        value = BASE[category] + self.trend.get(category, 0.0) * step
+        value = self.base.get(category, BASE[category]) + self.trend.get(category, 0.0) * step
         if category in self.shift and step >= self.shift[category][0]:
             value += self.shift[category][1]
         return float(np.clip(value + rng.normal(0.0, self.noise_pp), 0.0, 100.0))
@@ -76,11 +81,13 @@ class GoldenRun:
             level[steps >= self.curriculum_drop] = 97.0
         share = np.where(steps <= self.share_break, 0.616, 0.403) + rng.normal(0, 0.01, len(steps))
         reward = np.tanh((steps - 30) / 40) * 0.6 + rng.normal(0, 0.05, len(steps))
+        if self.reward is not None:
+            reward = np.full(len(steps), self.reward)
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(TRAIN_METRICS_COLUMNS)
             for i, step in enumerate(steps):
-                values = {"step": int(step), "reward_mean": reward[i], "reward_std": 0.4,
+                values = {"step": int(step), "reward_mean": reward[i], "reward_std": self.reward_std,
                           "curriculum_level": level[i], "tool_call_share": share[i]}
                 writer.writerow([values.get(c, 0.5) for c in TRAIN_METRICS_COLUMNS])
 

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen befor
 from tqdm import tqdm  # noqa: E402
 
 from toolcanary.analysis.data import BfclRun, TrainRun  # noqa: E402
+from toolcanary.analysis.panels import LEVEL, REWARD, SHARE, Series, frame  # noqa: E402
 from toolcanary.analysis.settings import AnalysisSettings  # noqa: E402
 
 WIDTH = 7.0
@@ -39,6 +40,11 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
     std_steps, std = train.series("reward_std")
     if len(std_steps) == len(steps):
         axes[0].fill_between(steps, reward - std, reward + std, color="C0", alpha=0.15, lw=0, label="+/- 1 s.d.")
+    reward_series = [Series("", reward)]
+    if not len(std_steps):
+        # the s.d. band is named only when it is missing: a constant s.d. is the usual case, not news
+        reward_series.append(Series("reward s.d.", std))
+    frame(REWARD, {axes[0]: reward_series})
     axes[0].set_ylabel("reward")
     axes[0].legend(loc="best", frameon=False)
 
@@ -52,6 +58,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
                          (curriculum["first_step"], settings.curriculum_ceiling * 0.5), xytext=(4, 0),
                          textcoords="offset points", fontsize=7.5, color="0.3")
     axes[1].set_ylim(0, settings.curriculum_ceiling * 1.08)
+    frame(LEVEL, {axes[1]: [Series("", levels)]})
     axes[1].set_ylabel("curriculum level")
     axes[1].legend(loc="best", frameon=False)
 
@@ -63,6 +70,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
                               (shift["first_step_after"], steps[-1], shift["level_after"])):
             axes[2].hlines(level, lo, hi, color="0.2", ls="--", lw=1.0)
         axes[2].plot([], [], color="0.2", ls="--", lw=1.0, label="levels either side of the best breakpoint")
+    frame(SHARE, {axes[2]: [Series("", share)]})
     axes[2].set_ylabel("tool-call share")
     axes[2].set_xlabel("training step")
     axes[2].legend(loc="best", frameon=False)

@@ -14,6 +14,7 @@ import numpy as np
 
 from toolcanary.analysis.data import BfclRun, StepSeries
 from toolcanary.analysis.findings import SPLITS
+from toolcanary.analysis.panels import CHANGE_PP, PERCENT, Series, frame
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.table import headline_rows
 from toolcanary.contract.bfcl import BY_NAME, accuracy, pooled
@@ -46,6 +47,7 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
             ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
         ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, t = {row.trend.t:+.2f} "
                      f"(HAC {row.trend.t_hac:+.2f})")
+        frame(PERCENT, {ax: [Series("", row.series.values)]})
         ax.set_ylabel("accuracy (%)")
     legend_ax = axes.flat[-1]
     legend_ax.axis("off")
@@ -85,6 +87,7 @@ def f3_categories(run: BfclRun) -> plt.Figure:
     ax.axvline(0, color="black", lw=0.8)
     span = max(max(abs(d) + e for d, e in zip(deltas, errors, strict=True)), 0.5)
     ax.set_xlim(-span * 1.35, span * 1.35)
+    frame(CHANGE_PP, {ax: [Series("", np.array(deltas))]}, axis="x", where="in every category")
     for yi, d, e in zip(y, deltas, errors, strict=True):
         ax.annotate(f"{d:+.2f}", (d + e if d >= 0 else d - e, yi), xytext=(4 if d >= 0 else -4, 0),
                     textcoords="offset points", ha="left" if d >= 0 else "right", va="center", fontsize=7)
@@ -102,15 +105,21 @@ def f4_abstention_vs_tool_call(run: BfclRun) -> plt.Figure:
     titles = {"overall": "All single-turn", "live": "Inside Live", "non_live": "Inside Non-Live"}
     fig, axes = plt.subplots(1, 3, figsize=(WIDTH, 2.9), sharey=True, layout="constrained")
     dense = len(run.steps) > 60
+    drawn: dict[plt.Axes, list[Series]] = {}
     for ax, (key, (abstention, tool_call)) in zip(axes, SPLITS.items(), strict=True):
+        drawn[ax] = []
         for label, categories, colour in (("abstention required", abstention, "C3"),
                                           ("tool call required", tool_call, "C0")):
             series = run.series(partial(pooled, names=categories))
             ax.plot(series.steps, series.values - series.first, color=colour, lw=1.1,
                     marker=None if dense else "o", ms=2.5, label=label)
+            drawn[ax].append(Series(label.split(" required")[0], series.values - series.first,
+                                   series.values, ".2f"))
         ax.axhline(0, color="black", lw=0.7)
         ax.set_title(titles[key])
         ax.set_xlabel("training step")
+    # the three panels share one y axis, so one call fixes its range for all of them
+    frame(CHANGE_PP, drawn)
     axes[0].set_ylabel(f"change since step {int(run.steps[0])} (pp)")
     # one legend above the panels: inside an axes it would cover data whichever corner it took
     handles, labels = axes[0].get_legend_handles_labels()
