@@ -77,6 +77,16 @@ def test_the_summary_says_where_the_time_went_from_what_the_services_recorded(de
     assert "2 GRPO steps" in done.stdout and "4 passes" in done.stdout and "vLLM starts" in done.stdout
 
 
+def test_the_summary_states_the_reward_trend_with_its_noise(demo):
+    root, done = demo
+    metrics = read_train_metrics(root / "results" / "ci-demo" / "train_metrics.csv")
+    means = [r["reward_mean"] for r in metrics]
+    line = next(x for x in done.stdout.splitlines() if x.startswith("Reward in the simulator:"))
+    assert f"{means[0]:+.3f} at the first step, {means[-1]:+.3f} at the last" in line
+    sd = math.sqrt(sum((m - sum(means) / len(means)) ** 2 for m in means) / (len(means) - 1))
+    assert f"step-to-step s.d. {sd:.3f}" in line and "within-step s.d." in line
+
+
 def test_no_process_outlives_the_demo(demo):
     root, _ = demo
     assert processes_mentioning(str(root)) == []

@@ -5,8 +5,13 @@ Printed by `python -m toolcanary.demo` at the end of a run.
 
 from __future__ import annotations
 
+import json
+import math
+import statistics
 from pathlib import Path
 
+from toolcanary.contract.csv_schemas import TRAIN_METRICS, read_train_metrics
+from toolcanary.contract.errors import ContractError
 from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 
 POLICY_WORDS = {"tiny": "a tiny random model", "smollm2": "SmolLM2-135M trained for a step or two"}
@@ -17,6 +22,28 @@ def _rel(path: Path) -> str:
         return str(path.relative_to(REPO_ROOT))
     except ValueError:
         return str(path)
+
+
+def reward_lines(results: Path) -> list[str]:
+    """The reward trend the analysis found, beside its noise: how much the step mean moves from step to step
+    and how far rewards spread within a step (a slope smaller than either is no trend)."""
+    try:
+        found = json.loads((results / "tables" / "findings.json").read_text(encoding="utf-8"))["training"]["reward"]
+        rows = read_train_metrics(results / TRAIN_METRICS)
+    except (OSError, ValueError, KeyError, TypeError, ContractError):
+        return []
+    means = [r["reward_mean"] for r in rows if math.isfinite(r["reward_mean"])]
+    spreads = [r["reward_std"] for r in rows if math.isfinite(r["reward_std"])]
+    slope = next((v for k, v in found["trend"].items() if k.startswith("slope_per_")), None)
+    per = next((k.removeprefix("slope_per_") for k in found["trend"] if k.startswith("slope_per_")), "")
+    t = found["trend"].get("t")
+    trend = (f"slope {slope:+.3f} per {per.replace('_', ' ')} (t = {t:+.2f})" if slope is not None and t is not None
+             else "no trend measurable")
+    noise = (f"step-to-step s.d. {statistics.stdev(means):.3f}" if len(means) > 1 else "one step only")
+    if spreads:
+        noise += f", within-step s.d. {statistics.fmean(spreads):.3f}"
+    return [f"Reward in the simulator: {found['first']:+.3f} at the first step, {found['last']:+.3f} at the last; "
+            f"{trend}; {noise}.", ""]
 
 
 def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None = None) -> str:
@@ -39,6 +66,7 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
     ]
     if table.is_file():
         lines += [table.read_text().rstrip(), ""]
+    lines += reward_lines(results)
     if time_lines:
         lines += [*time_lines, ""]
     lines += [
