@@ -112,7 +112,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("analysis", "run"): ("r1", "r1"), ("analysis", "hac_maxlags"): ("4", 4), ("demo", "policy"): ("smollm2", "smollm2"),
            ("demo", "run"): ("r1", "r1"), ("simulator", "run"): ("r1", "r1"), ("train", "run"): ("r1", "r1"),
            ("simulator", "upstreams"): ("http://a:1, http://b:2", ["http://a:1", "http://b:2"]),
-           ("simulator", "backoff"): ("fixed", "fixed"), ("evaluate", "serving"): ("compose", "compose")}
+           ("simulator", "backoff"): ("fixed", "fixed"), ("evaluate", "serving"): ("compose", "compose"),
+           ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample"))}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

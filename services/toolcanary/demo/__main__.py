@@ -79,6 +79,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
 
         # --- the policy, warm start, GRPO with checkpoints ----------------------------------------
         # The trainer reads the same settings; a resumed run skips the warm start, so its bar starts full.
+        # Warm-started policies are kept beside the model cache (<volumes>/cache/starting_policies/), so a
+        # second demo of the same recipe copies its starting policy instead of training it again.
         trainer = TrainSettings.from_env(policy=s.policy)
         warm = FileProgress("warm start", trainer.warm_start_steps if trainer.warm_start else 0,
                             lambda: row_count(s.result_dir / WARM_START), "step")
@@ -86,7 +88,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         with clock.phase("train"):
             group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
                                 "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
-                                "--level-initial", str(s.level_initial), "--policy", s.policy],
+                                "--level-initial", str(s.level_initial), "--policy", s.policy,
+                                "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies")],
                       s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()), env=token)
         warm.close()
         bar.close()

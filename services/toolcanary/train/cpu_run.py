@@ -47,6 +47,7 @@ from toolcanary.train.preflight import check_simulator, wait_ready
 from toolcanary.train.publisher import publish_checkpoint, remove_partial
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
+from toolcanary.train.starting_policy_cache import WARM_START_BATCH, recipe_key, restore, store
 from toolcanary.train.task_keys import task_key_prefix
 from toolcanary.train.tiny_policy import build_base_policy, load_policy
 from toolcanary.train.trainer_state import latest_state, load_state, save_state
@@ -64,23 +65,34 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
         return model, tokenizer, (reference / "BASE_MODEL").read_text().strip()
     base_name, folder = build_base_policy(settings.policy, state_dir / "base_policy", seed=settings.seed)
     model, tokenizer = load_policy(folder)
+    cache, entry = settings.starting_policy_cache if settings.warm_start else None, None
     if settings.warm_start:
         torch.manual_seed(settings.seed)
-        requests = warm_start_requests(key_prefix=task_key_prefix(state_dir, settings.run), seed=settings.seed, count=settings.warm_start_tasks,
+        # Runs that share a cache ask for the same gold tasks: the cache folder's tag, not the run's.
+        prefix = task_key_prefix(cache, "cache") if cache else task_key_prefix(state_dir, settings.run)
+        requests = warm_start_requests(key_prefix=prefix, seed=settings.seed, count=settings.warm_start_tasks,
                                        task_pool=settings.task_pool, max_tools=settings.max_tools,
                                        epsilon=settings.epsilon, no_call_fraction=settings.no_call_fraction)
         conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
         examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
         # One row per step, so the loss curve is kept and a caller can follow a long warm start.
         record = settings.run_results() / WARM_START
+        if cache:
+            entry = cache / recipe_key(settings, folder, examples)
+            if restore(entry, reference, record):
+                logger.info("starting policy from the cache: %s", entry)
+                model, tokenizer = load_policy(reference)
+                return model, tokenizer, (reference / "BASE_MODEL").read_text().strip()
         record.unlink(missing_ok=True)  # a warm start killed before its reference was saved is redone
         append_line(record, ",".join(WARM_START_COLUMNS) + "\n")
         warm_start(model, tokenizer, examples, steps=settings.warm_start_steps, lr=settings.warm_start_lr,
-                   batch_size=4, seed=settings.seed, progress=progress,
+                   batch_size=WARM_START_BATCH, seed=settings.seed, progress=progress,
                    on_step=lambda step, loss: append_line(record, f"{step},{loss:.6g}\n"))
     model.save_pretrained(reference, safe_serialization=True)
     tokenizer.save_pretrained(reference)
     (reference / "BASE_MODEL").write_text(base_name + "\n")
+    if entry is not None:
+        store(entry, reference, settings.run_results() / WARM_START)
     return model, tokenizer, base_name
 
 

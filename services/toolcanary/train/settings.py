@@ -80,6 +80,9 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                           "tiny policy can learn a handful of tasks, not the library, so only this "
                                           "makes its reward move")
     warm_start_lr: float = Field(3e-3, description="learning rate of the warm start")
+    starting_policy_cache: Path | None = Field(None, description="keep warm-started starting policies here, keyed "
+                                                                 "by their recipe and gold data, and reuse them in "
+                                                                 "later runs (unset: no cache)")
     # Simulator HTTP: per-role timeouts (seconds), transport retries, requests in flight.
     task_timeout_s: float = Field(300.0, description="timeout of a task request to the simulator, seconds")
     tool_timeout_s: float = Field(150.0, description="timeout of a tool request, seconds")
