@@ -94,7 +94,8 @@ def grpo_step_seconds(steps: int) -> dict:
             timings, rng = [], random.Random(0)
             for step in range(1, steps + 1):
                 specs = step_specs(Curriculum(), step=step, groups=settings.tasks_per_step,
-                                   n=settings.rollouts_per_task, rng=rng, key_prefix="bench", max_tools=settings.max_tools)
+                                   n=settings.rollouts_per_task, rng=rng, key_prefix="bench",
+                                   max_tools=settings.max_tools)
                 began = time.perf_counter()
                 outputs = asyncio.run(runner.run(specs))
                 rolled = time.perf_counter()

@@ -17,7 +17,8 @@ HIT = "starting policy from the cache"
 
 
 def _weights(root, run: str) -> str:
-    return hashlib.sha256((root / "runs" / run / "trainer" / "reference" / "model.safetensors").read_bytes()).hexdigest()
+    weights = root / "runs" / run / "trainer" / "reference" / "model.safetensors"
+    return hashlib.sha256(weights.read_bytes()).hexdigest()
 
 
 def _warm(root, run: str) -> str:

@@ -58,8 +58,8 @@ def test_recipe_names_classes_that_resolve():
 
 
 def test_rollouts_of_one_prompt_share_a_task_key():
-    rows = assign_specs(["u1", "u1", "u2", "u1"], Curriculum(level=52, epsilon=0.0), step=7, key_prefix="r-0123456789abcdef",
-                        rng=random.Random(0))
+    rows = assign_specs(["u1", "u1", "u2", "u1"], Curriculum(level=52, epsilon=0.0), step=7,
+                        key_prefix="r-0123456789abcdef", rng=random.Random(0))
     keys = [r["task_key"] for r in rows]
     assert keys[0] == keys[1] == keys[3] != keys[2]
     assert len({r["episode_id"] for r in rows}) == 4

@@ -72,8 +72,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         url = f"http://127.0.0.1:{port}"
         token = {"TOOLCANARY_SIMULATOR_TOKEN": os.environ.get("TOOLCANARY_SIMULATOR_TOKEN") or secrets.token_urlsafe(32)}
         with clock.phase("simulator start"):
-            group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1",
-                                      "--port", str(port), "--backend", "scripted", "--run", s.run],
+            group.start("simulator", [s.python("simulator"), "-m", "toolcanary.simulator", "serve",
+                                      "--host", "127.0.0.1", "--port", str(port), "--backend", "scripted", "--run", s.run],
                         s.logs / "simulator.log", env=token)
             group.wait_http("simulator", f"{url}/health", timeout_s=120)
 

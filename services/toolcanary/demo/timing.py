@@ -88,11 +88,12 @@ def breakdown_lines(data: dict) -> list[str]:
         if name == "train" and steps:
             spread = f" ± {statistics.stdev(steps):.0f}" if len(steps) > 1 else ""
             detail = (f"policy build, warm start and publishing {(seconds - sum(steps)) / 60:.1f} min; "
-                      f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, {statistics.fmean(steps):.0f}{spread} s each")
+                      f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, "
+                      f"{statistics.fmean(steps):.0f}{spread} s each")
         elif name == "eval" and data["passes"]:
-            detail = (f"{data['passes']} passes {passes['total'] / 60:.1f} min (generate {passes['generate'] / 60:.1f}, "
-                      f"score {passes['evaluate'] / 60:.1f}); vLLM starts and checkpoint checks "
-                      f"{(seconds - passes['total']) / 60:.1f} min")
+            detail = (f"{data['passes']} passes {passes['total'] / 60:.1f} min "
+                      f"(generate {passes['generate'] / 60:.1f}, score {passes['evaluate'] / 60:.1f}); "
+                      f"vLLM starts and checkpoint checks {(seconds - passes['total']) / 60:.1f} min")
         share = f"{100 * seconds / total:3.0f}%" if total else "  -"
         lines.append(f"    {name:<16} {seconds / 60:5.1f} min {share}" + (f"  ({detail})" if detail else ""))
     return lines

@@ -66,8 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
     seed.add_argument("--rows", type=int, default=3200, help="tasks per step x steps (default 16 x 200)")
-    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it and the run's task-key tag, made in "
-                           "<runs>/<run>/trainer/ on first use")
+    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it and the run's "
+                           "task-key tag, made in <runs>/<run>/trainer/ on first use")
     seed.add_argument("--val-rows", type=int, default=16, help="held-out validation tasks (default 16)")
     check = sub.add_parser("check-recipe", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
                            epilog=EPILOG, help="run verl's main_ppo on a recipe up to the start of Ray, then check "

@@ -6,7 +6,8 @@ the GPU recipe registers. `step_specs` draws one task per GRPO group from
 the curriculum and gives all n samples of the group the same task key.
 
     runner = EpisodeRunner(tokenizer, llm_client, simulator_url=url, prompt_length=3072, response_length=512)
-    outputs = asyncio.run(runner.run(step_specs(curriculum, step=1, groups=4, n=4, rng=rng, key_prefix="demo-5f0c9a2e7b1d4c3a")))
+    specs = step_specs(curriculum, step=1, groups=4, n=4, rng=rng, key_prefix="demo-5f0c9a2e7b1d4c3a")
+    outputs = asyncio.run(runner.run(specs))
 """
 
 from __future__ import annotations
