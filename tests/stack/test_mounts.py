@@ -11,6 +11,9 @@ Run: .venvs/dev/bin/python -m pytest tests/stack/test_mounts.py -q
 
 import json
 import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,7 @@ from compose_env import (
     PROFILES,
     ROOT,
     calls,
+    clean_environ,
     documented,
     recorder,
     resolve,
@@ -127,18 +131,32 @@ def test_a_run_id_that_is_a_path_stops_make_up_before_compose(tmp_path):
     assert calls(log) == [] and not (root / "volumes" / "outside").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any folder")
+# Root may write any folder, so as root the check runs as an unprivileged user (nobody) on a sandbox it owns.
+NOBODY = 65534
+
+
 def test_a_mounted_folder_the_user_cannot_write_is_reported_with_its_fix(tmp_path):
-    root = sandbox(tmp_path)
-    (root / ".env").write_text("RUN=r1\n")
-    records = root / "volumes" / "runs" / "r1" / "simulator"
-    records.mkdir(parents=True)
-    records.chmod(0o555)  # as a folder Docker created as root looks to its user
+    base, user = tmp_path, []
+    if os.geteuid() == 0:
+        base = Path(tempfile.mkdtemp(prefix="mounts-"))  # not under pytest's root-only folder
+        base.chmod(0o755)
+        user = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     try:
+        root = sandbox(base)
+        (root / ".env").write_text("RUN=r1\n")
+        records = root / "volumes" / "runs" / "r1" / "simulator"
+        records.mkdir(parents=True)
+        if user:
+            for folder, _, files in os.walk(root):
+                for path in [folder, *(os.path.join(folder, f) for f in files)]:
+                    os.chown(path, NOBODY, NOBODY)
+        records.chmod(0o555)  # as a folder Docker created as root looks to its user
         compose, log = recorder(tmp_path)
-        result = run_make(root, "up", f"COMPOSE={compose}")
+        result = subprocess.run([*user, "make", "--no-print-directory", "up", f"COMPOSE={compose}"], cwd=root,
+                                capture_output=True, text=True, env=clean_environ(), timeout=120)
         assert result.returncode != 0
-        assert f"{records} is not writable by you" in result.stderr and "sudo chown -R" in result.stderr
+        assert f"{records} is not writable by you" in result.stderr and "sudo chown -R" in result.stderr, result.stderr
         assert calls(log) == []
     finally:
-        records.chmod(0o755)
+        if base != tmp_path:
+            shutil.rmtree(base, ignore_errors=True)
