@@ -34,8 +34,8 @@ def reward_lines(results: Path) -> list[str]:
         return []
     means = [r["reward_mean"] for r in rows if math.isfinite(r["reward_mean"])]
     spreads = [r["reward_std"] for r in rows if math.isfinite(r["reward_std"])]
-    slope = next((v for k, v in found["trend"].items() if k.startswith("slope_per_")), None)
-    per = next((k.removeprefix("slope_per_") for k in found["trend"] if k.startswith("slope_per_")), "")
+    per, slope = next(((k.removeprefix("slope_per_"), v) for k, v in found["trend"].items()
+                       if k.startswith("slope_per_")), ("", None))
     t = found["trend"].get("t")
     trend = (f"slope {slope:+.3f} per {per.replace('_', ' ')} (t = {t:+.2f})" if slope is not None and t is not None
              else "no trend measurable")

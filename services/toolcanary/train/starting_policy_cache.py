@@ -28,6 +28,7 @@ import torch
 
 import toolcanary.train.warm_start as warm_start_module
 from toolcanary.contract.csv_schemas import WARM_START
+from toolcanary.contract.manifests import weights_sha256
 
 WARM_START_BATCH = 4
 
@@ -40,10 +41,7 @@ def recipe_key(settings, base_folder: Path, examples: list[tuple[list[int], list
               "torch": torch.__version__}
     digest.update(json.dumps(recipe, sort_keys=True).encode())
     digest.update(Path(warm_start_module.__file__).read_bytes())
-    for path in sorted(Path(base_folder).glob("*.safetensors")):
-        with path.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
+    digest.update(weights_sha256(base_folder, [p.name for p in Path(base_folder).glob("*.safetensors")]).encode())
     digest.update(json.dumps(examples).encode())
     return digest.hexdigest()
 
