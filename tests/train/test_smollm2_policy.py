@@ -69,6 +69,14 @@ def test_each_new_embedding_is_the_mean_of_the_pieces_the_word_was_split_into(sm
     assert model.config.architectures == ["LlamaForCausalLM"]
 
 
+def test_two_builds_write_byte_identical_weights_with_zero_padding_rows(smol_dir, smol_tokenizer, tmp_path):
+    # The starting-policy cache keys on the base weights: a build that differed each time would never hit.
+    again = build_smollm2_policy(tmp_path / "again")
+    assert (again / "model.safetensors").read_bytes() == (smol_dir / "model.safetensors").read_bytes()
+    table = AutoModelForCausalLM.from_pretrained(smol_dir, dtype=torch.float32).get_input_embeddings().weight
+    assert table.shape[0] > len(smol_tokenizer) and bool((table[len(smol_tokenizer):] == 0).all())
+
+
 def test_the_project_template_renders_tools_and_calls_the_contract_parser_reads_back(smol_tokenizer):
     messages = [{"role": "user", "content": "Weather in Paris?"},
                 {"role": "assistant", "content": "", "tool_calls": [

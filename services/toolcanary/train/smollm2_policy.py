@@ -5,7 +5,8 @@ chat template ignores `tools`, so the folder gets the project's Hermes template 
 and the six Hermes/Qwen3 control words it lacks become single tokens: vLLM's hermes parser refuses a
 vocabulary without `<tool_call>`, and the qwen3 reasoning parser looks for `<think>` / `</think>`.
 Each new embedding row starts as the mean of the rows of the pieces the word used to be split into,
-so the pretrained model reads `<tool_call>` roughly as it read the text before.
+so the pretrained model reads `<tool_call>` roughly as it read the text before; the padding rows are zero, so
+two builds write byte-identical weights.
 
 The folder holds bf16 `model.safetensors`, `config.json` (LlamaForCausalLM), `generation_config.json`,
 the tokenizer and `chat_template.jinja`: what vLLM and the CPU trainer load, like any checkpoint.
@@ -48,9 +49,13 @@ def _add_hermes_tokens(tokenizer, model) -> None:
     pieces = {word: tokenizer.encode(word, add_special_tokens=False) for word in HERMES_TOKENS}
     tokenizer.add_tokens([AddedToken(word, normalized=False, special=False) for word in HERMES_TOKENS])
     # Round up to a multiple of 64 (like the tiny policy) so matrix shapes stay kernel-friendly.
+    old_rows = model.get_input_embeddings().weight.shape[0]
     model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of=64, mean_resizing=False)
     embeddings = model.get_input_embeddings().weight
     with torch.no_grad():
+        # The rows past the vocabulary belong to no token; resizing fills them at random, which made every build's
+        # weights (and so the starting-policy cache key) differ. Zero them: rebuilds are byte-identical.
+        embeddings[old_rows:] = 0.0
         for word, ids in pieces.items():
             embeddings[tokenizer.convert_tokens_to_ids(word)] = embeddings[ids].mean(dim=0)
 
