@@ -86,10 +86,13 @@ def build_batch(outputs: list[AgentLoopOutput]) -> Batch:
 def sequence_logprobs(model, sequence: list[int], prompt_length: int, width: int, with_entropy: bool = False):
     """Log-probabilities (and entropies) of one sequence's response tokens, right-padded to `width`.
 
-    One sequence per forward: without padding, attention needs no mask and stays cheap on CPU.
+    One sequence per forward: without padding, attention needs no mask and stays cheap on CPU. Logits are
+    computed only for the positions that predict a response token: the prompt's would be thrown away, and the
+    output layer over a 49k vocabulary is a fifth of a small model's work per position.
     """
     ids = torch.tensor([sequence])
-    logits = model(input_ids=ids, use_cache=False).logits[0, prompt_length - 1: -1].float()
+    predicting = len(sequence) - prompt_length
+    logits = model(input_ids=ids, use_cache=False, logits_to_keep=predicting + 1).logits[0, :-1].float()
     response = ids[0, prompt_length:]
     logprobs = logprobs_from_logits_naive(logits, response)
     pad = width - response.shape[0]
@@ -119,9 +122,11 @@ def grpo_update(policy, reference, optimizer, outputs: list[AgentLoopOutput], *,
         if mask.sum() == 0:
             continue  # aborted or empty: nothing of it is trained
         with torch.no_grad():
-            old, _ = sequence_logprobs(policy, sequence, prompt_length, width)
             ref, _ = sequence_logprobs(reference, sequence, prompt_length, width)
         new, entropy = sequence_logprobs(policy, sequence, prompt_length, width, with_entropy=True)
+        # One update per step, on the weights that generated the step: the "old" log-probabilities verl would
+        # recompute are these very numbers, so they are taken from this forward instead of a second one.
+        old = new.detach()
         new, old, ref, entropy = new[None], old[None], ref[None], entropy[None]
         pg_loss, pg_metrics = compute_policy_loss_vanilla(old, new, advantages[row: row + 1], mask,
                                                           config.loss_agg_mode, loss_config)

@@ -81,12 +81,15 @@ def warm_start(model, tokenizer, examples: list[tuple[list[int], list[int]]], *,
         total = sum(sum(mask) for _, mask in batch)
         optimizer.zero_grad(set_to_none=True)
         step_loss = 0.0
-        # One sequence per forward: without padding, attention needs no mask and stays cheap on CPU.
+        # One sequence per forward: without padding, attention needs no mask and stays cheap on CPU. Logits
+        # only from the position that predicts the first trained token on: the prompt's would be thrown away.
         for tokens, mask in batch:
             ids = torch.tensor([tokens])
-            logits = model(input_ids=ids, use_cache=False).logits[0, :-1].float()
-            target = torch.tensor(tokens[1:])
-            weight = torch.tensor(mask[1:], dtype=torch.float32)
+            first = mask.index(1)
+            logits = model(input_ids=ids, use_cache=False, logits_to_keep=len(tokens) - first + 1).logits[0, :-1]
+            logits = logits.float()
+            target = torch.tensor(tokens[first:])
+            weight = torch.tensor(mask[first:], dtype=torch.float32)
             token_loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
             loss = (token_loss * weight).sum() / total
             loss.backward()
