@@ -103,3 +103,30 @@ def test_the_item_sample_can_come_from_the_environment(tmp_path, make_stub, monk
     done = cli(tmp_path, *run_args("envsample", server, "--checkpoint-dir", str(ckpt), "--categories", *SMALL,
                                    "--sample", "2", pass_index=2))
     assert done.returncode != 0 and "sample" in done.stderr  # a run keeps one sample; the flag was heard
+
+
+def test_multi_turn_categories_can_take_a_smaller_sample_kept_for_every_pass(tmp_path, make_stub):
+    """--sample-multi-turn sizes the multi-turn categories apart (each item costs many model calls); sample.json
+    pins both sizes, the rows count them, and a later pass asking for another size is refused."""
+    ckpt = make_checkpoint(tmp_path / "checkpoints", "mt", 0)
+    server = make_stub("oracle", model="mt-step0000")
+    done = cli(tmp_path, *run_args("mt", server, "--checkpoint-dir", str(ckpt), "--categories", *SMALL,
+                                   "--sample", "2", "--sample-multi-turn", "1"))
+    assert done.returncode == 0, done.stderr
+    sample = json.loads((tmp_path / "mt" / "sample.json").read_text())
+    assert (sample["size"], sample["multi_turn_size"]) == (2, 1)
+    sizes = {category: len(ids) for category, ids in sample["ids"].items()}
+    assert sizes == {c: 1 if c.startswith("multi_turn") else 2 for c in SMALL}
+    totals = {r.category: r.total for r in read_bfcl_by_category(tmp_path / "mt" / "bfcl_by_category.csv")}
+    assert totals == sizes
+    done = cli(tmp_path, *run_args("mt", server, "--checkpoint-dir", str(ckpt), "--categories", *SMALL,
+                                   "--sample", "2", "--sample-multi-turn", "2", pass_index=2))
+    assert done.returncode != 0
+    assert "--sample 2 --sample-multi-turn 1 --seed 0 for every pass" in done.stderr
+
+
+def test_a_multi_turn_sample_without_a_sample_is_refused(tmp_path, make_stub):
+    server = make_stub("oracle", model="alone-step0000")
+    ckpt = make_checkpoint(tmp_path / "checkpoints", "alone", 0)
+    done = cli(tmp_path, *run_args("alone", server, "--checkpoint-dir", str(ckpt), "--sample-multi-turn", "1"))
+    assert done.returncode == 2 and "--sample-multi-turn" in done.stderr and "Add --sample K" in done.stderr

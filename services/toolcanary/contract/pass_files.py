@@ -49,6 +49,7 @@ class RunSample(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     size: int = Field(ge=1, description="items per category")
+    multi_turn_size: int | None = Field(None, ge=1, description="items per multi-turn category, when not `size`")
     seed: int
     ids: dict[str, list[str]] = Field(description="the chosen ids per category, in BFCL's data order")
 

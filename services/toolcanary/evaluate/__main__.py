@@ -38,8 +38,9 @@ GUARDS_EXAMPLES = """examples:
 
 # Fields whose flags the subcommands declare themselves (below); the others come from add_flags.
 OWN_FLAGS = ("results_dir", "checkpoints_dir", "base_url", "api_key", "threads", "request_timeout_s",
-             "request_retries", "phase_timeout_s", "sample", "seed", "overlong_counted_wrong", "run", "serving",
-             "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes", "watch_interval_s")
+             "request_retries", "phase_timeout_s", "sample", "sample_multi_turn", "seed", "overlong_counted_wrong",
+             "run", "serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
+             "watch_interval_s")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +59,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     items.add_argument("--categories", nargs="+", help=f"default: the {len(OFFLINE_CATEGORIES)} offline categories")
     items.add_argument("--sample", type=int, help="K items per category, the same for every pass of the run "
                        "(default TOOLCANARY_EVALUATE_SAMPLE, else every item)")
+    items.add_argument("--sample-multi-turn", type=int, dest="sample_multi_turn",
+                       help="with --sample: this many items from each multi-turn category instead (default "
+                            "TOOLCANARY_EVALUATE_SAMPLE_MULTI_TURN, else as many as --sample)")
     items.add_argument("--seed", type=int, help="seed of the sample (default TOOLCANARY_EVALUATE_SEED, else 0)")
     items.add_argument("--ids-file", type=Path, help='JSON {"category": ["id", ...]}: score exactly these items')
     overlong = items.add_mutually_exclusive_group()
@@ -106,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> EvalSettings:
-    names = [n for n in EvalSettings.model_fields if n not in ("run", "sample", "seed", "repeat_steps")]
+    names = [n for n in EvalSettings.model_fields if n not in ("run", "sample", "sample_multi_turn", "seed",
+                                                                "repeat_steps")]
     changes = {n: getattr(args, n, None) for n in names}
     if getattr(args, "repeat_steps", None) is not None:
         changes["repeat_steps"] = tuple(args.repeat_steps)
@@ -114,6 +119,8 @@ def settings_from(args: argparse.Namespace) -> EvalSettings:
     # The item sample: a flag wins, then the setting (0 there meaning every item).
     if getattr(args, "sample", None) is None and settings.sample > 0:
         args.sample = settings.sample
+    if getattr(args, "sample_multi_turn", None) is None and settings.sample_multi_turn > 0:
+        args.sample_multi_turn = settings.sample_multi_turn
     if hasattr(args, "seed") and args.seed is None:
         args.seed = settings.seed
     return settings
@@ -142,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             served = args.model or served_model_name(args.run, args.step, settings.served_model_template)
             opts = PassOptions(
                 run=args.run, step=args.step, pass_index=args.pass_index, served_model=served,
-                categories=args.categories, sample=args.sample, seed=args.seed, ids_file=args.ids_file,
+                categories=args.categories, sample=args.sample, sample_multi_turn=args.sample_multi_turn,
+                seed=args.seed, ids_file=args.ids_file,
                 checkpoint_dir=args.checkpoint_dir, base_model=args.base_model, resume=args.resume,
                 stop_after=args.stop_after,
             )

@@ -17,7 +17,7 @@ import json
 import random
 from pathlib import Path
 
-from toolcanary.contract.bfcl import BY_NAME
+from toolcanary.contract.bfcl import BY_NAME, MULTI_TURN
 from toolcanary.contract.errors import ContractError
 from toolcanary.evaluate import guards
 
@@ -69,14 +69,18 @@ def check_categories(categories: list[str]) -> None:
         )
 
 
-def choose_sample(categories: list[str], size: int, seed: int) -> dict[str, list[str]]:
-    """The same `size` ids per category for a given seed, whatever the pass or machine (in data order)."""
-    if size < 1:
-        raise ContractError("--sample", "a positive number of items per category", str(size))
+def choose_sample(categories: list[str], size: int, seed: int,
+                  multi_turn_size: int | None = None) -> dict[str, list[str]]:
+    """The same `size` ids per category for a given seed, whatever the pass or machine (in data order);
+    `multi_turn_size` ids instead for the multi-turn categories, whose items cost many model calls each."""
+    for flag, value in (("--sample", size), ("--sample-multi-turn", multi_turn_size)):
+        if value is not None and value < 1:
+            raise ContractError(flag, "a positive number of items per category", str(value))
     chosen: dict[str, list[str]] = {}
     for category in categories:
         ids = category_ids(category)
-        picked = set(random.Random(f"{seed}/{category}").sample(ids, min(size, len(ids))))
+        wanted = multi_turn_size if multi_turn_size and category in MULTI_TURN else size
+        picked = set(random.Random(f"{seed}/{category}").sample(ids, min(wanted, len(ids))))
         chosen[category] = [i for i in ids if i in picked]
     return chosen
 

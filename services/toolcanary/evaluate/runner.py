@@ -104,6 +104,7 @@ class PassOptions:
     served_model: str
     categories: list[str] | None = None
     sample: int | None = None
+    sample_multi_turn: int | None = None
     seed: int = 0
     ids_file: Path | None = None
     checkpoint_dir: Path | None = None
@@ -206,7 +207,8 @@ def resolve_inputs(settings: EvalSettings, opts: PassOptions, paths: PassPaths) 
                             repr(settings.registry_key), "Use the default toolcanary-served-FC")
     checkpoint = resolve_checkpoint(settings.checkpoints_dir, opts.run, opts.step, opts.checkpoint_dir,
                                     opts.base_model)
-    categories, ids, subset = resolve_ids(paths.run_dir, opts.categories, opts.sample, opts.seed, opts.ids_file)
+    categories, ids, subset = resolve_ids(paths.run_dir, opts.categories, opts.sample, opts.seed, opts.ids_file,
+                                          opts.sample_multi_turn)
     rows_before = existing_rows(paths.csv, categories)
     request = PassRequest(
         run=opts.run, step=opts.step, pass_index=opts.pass_index, served_model=opts.served_model,
@@ -244,10 +246,12 @@ def resolve_checkpoint(
 @guards.enforces(guards.UNKNOWN_IDS)
 def resolve_ids(
     run_dir: Path, categories: list[str] | None, sample: int | None, seed: int, ids_file: Path | None,
+    sample_multi_turn: int | None = None,
 ) -> tuple[list[str], dict[str, list[str]], bool]:
     """(categories, ids per category, whether ids are a subset).
 
     A sample is pinned per run in `sample.json`, so every pass of a run scores the same items.
+    `sample_multi_turn` (with `sample`) takes that many items from each multi-turn category instead.
     """
     if ids_file is not None:
         try:
@@ -261,19 +265,27 @@ def resolve_ids(
     categories = list(categories or OFFLINE_CATEGORIES)
     check_categories(categories)
     if sample is None:
+        if sample_multi_turn is not None:
+            raise ContractError("--sample-multi-turn", "--sample as well (it sizes the other categories)",
+                                f"--sample-multi-turn {sample_multi_turn} alone", "Add --sample K")
         return categories, {c: list(category_ids(c)) for c in categories}, False
-    ids = choose_sample(categories, sample, seed)
+    ids = choose_sample(categories, sample, seed, sample_multi_turn)
     pinned = run_dir / SAMPLE_FILE
     if pinned.exists():
         old = read_sample(pinned)
-        if (old.size, old.seed) != (sample, seed):
-            raise ContractError(str(pinned), f"--sample {old.size} --seed {old.seed} for every pass of this run",
-                                f"--sample {sample} --seed {seed}", "Use the run's sample, or another --run")
+        if (old.size, old.multi_turn_size, old.seed) != (sample, sample_multi_turn, seed):
+            raise ContractError(str(pinned), f"{_sample_flags(old.size, old.multi_turn_size, old.seed)} for every "
+                                "pass of this run", _sample_flags(sample, sample_multi_turn, seed),
+                                "Use the run's sample, or another --run")
         ids = {c: old.ids[c] if c in old.ids else v for c, v in ids.items()}
         check_ids(ids, str(pinned))
     else:
-        write_sample(pinned, RunSample(size=sample, seed=seed, ids=ids))
+        write_sample(pinned, RunSample(size=sample, multi_turn_size=sample_multi_turn, seed=seed, ids=ids))
     return categories, ids, True
+
+
+def _sample_flags(size: int, multi_turn: int | None, seed: int) -> str:
+    return f"--sample {size}" + (f" --sample-multi-turn {multi_turn}" if multi_turn else "") + f" --seed {seed}"
 
 
 def existing_rows(csv_path: Path, categories: list[str]) -> list[BfclRow]:

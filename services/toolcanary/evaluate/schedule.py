@@ -145,7 +145,8 @@ def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, servi
         for pass_index in todo:
             pass_folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
             opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
-                               categories=args.categories, sample=args.sample, seed=args.seed,
+                               categories=args.categories, sample=args.sample,
+                               sample_multi_turn=args.sample_multi_turn, seed=args.seed,
                                ids_file=args.ids_file, checkpoint_dir=folder, resume=pass_folder.exists())
             try:
                 run_pass(settings, opts)

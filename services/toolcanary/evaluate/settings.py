@@ -51,6 +51,8 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                            "(false: left out of the total)")
     # Items per category (0: every item), drawn once per run with `seed` and kept for every pass (--sample).
     sample: int = Field(0, description="items per BFCL category (0: every item)")
+    sample_multi_turn: int = Field(0, description="items per multi-turn category, whose items cost many model calls "
+                                                  "each (0: as many as sample)")
     seed: int = Field(0, description="seed of the item sample")
     # Served-model name per checkpoint, shared with the serving side (see toolcanary.serve.command).
     served_model_template: str = Field("{run}-step{step:04d}", description="served-model name of a checkpoint")
