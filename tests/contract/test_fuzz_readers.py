@@ -28,7 +28,7 @@ from toolcanary.contract.csv_schemas import (
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import read_checkpoint_manifest, read_published
 from toolcanary.contract.pass_files import read_counts, read_failure, read_outcomes, read_request, read_sample
-from toolcanary.contract.training_files import read_curriculum, read_episode_lines
+from toolcanary.contract.training_files import read_curriculum, read_episode_lines, read_held_out
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 CELLS = st.one_of(
@@ -119,6 +119,7 @@ READERS = {
     "failure.json": read_failure,
     "episodes.jsonl": read_episode_lines,
     "curriculum.json": read_curriculum,
+    "held_out_answers.jsonl": read_held_out,
 }
 VALID_JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),

@@ -12,13 +12,17 @@ import pytest
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.training_files import (
+    HELD_OUT_FILE,
     CurriculumFile,
     EpisodeRecord,
+    HeldOutAnswer,
     append_episodes,
     read_curriculum,
     read_episode_lines,
     read_episodes,
+    read_held_out,
     write_curriculum,
+    write_held_out,
 )
 
 
@@ -84,3 +88,20 @@ def test_a_bad_curriculum_file_says_what_was_expected_and_what_to_do(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ContractError, match="curriculum state"):
         read_curriculum(path)
+
+
+def test_held_out_answers_round_trip_and_a_bad_line_is_named(tmp_path):
+    answers = [HeldOutAnswer(task_key="heldout-warm-0-000", call_expected=True, tools=[{"type": "function"}],
+                             text='<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>', tokens=20,
+                             finished=True),
+               HeldOutAnswer(task_key="heldout-warm-0-001", call_expected=False, tools=[], text="No.", tokens=3,
+                             finished=True)]
+    path = tmp_path / HELD_OUT_FILE
+    write_held_out(path, answers)
+    assert read_held_out(path) == answers
+    path.write_text(path.read_text() + '{"task_key": "x"}\n')
+    with pytest.raises(ContractError, match="line 3") as raised:
+        read_held_out(path)
+    assert "starting-policy" in str(raised.value)
+    with pytest.raises(ContractError, match="no such file"):
+        read_held_out(tmp_path / "missing.jsonl")

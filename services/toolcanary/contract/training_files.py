@@ -2,12 +2,15 @@
 
 - `<results>/<run>/episodes.jsonl` (the CPU run) and `<results>/<run>/episodes/<host>-<pid>.jsonl` (one per
   verl worker process): one `EpisodeRecord` per line, under the append-only rule (`append_only`).
+- `<results>/<run>/held_out_answers.jsonl` (the CPU run's starting-policy check): one `HeldOutAnswer` per line,
+  the policy's greedy first answer on a held-out simulator task, as the served model's tool parser will read it.
 - `<runs>/<run>/trainer/curriculum.json` (verl's hooks): the curriculum's state, its state after every closed
   step (`history`) and the attempt each dispatched step runs under (`attempts`); replaced atomically.
 
     append_episodes(path, [record])
     records = read_episodes(path)          # [EpisodeRecord, ...]; ContractError on a line that is not one
     state = read_curriculum(path)          # CurriculumFile, or None when there is none yet
+    write_held_out(path, answers); answers = read_held_out(path)
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from toolcanary.contract.errors import ContractError
 EPISODES_FILE = "episodes.jsonl"
 EPISODES_DIR = "episodes"
 CURRICULUM_FILE = "curriculum.json"
+HELD_OUT_FILE = "held_out_answers.jsonl"
 TASK_KEY_TAG_FILE = "task_key_tag"  # <runs>/<run>/trainer/: the prefix of the run's task keys (train.task_keys)
 
 StopReason = Literal[
@@ -167,3 +171,51 @@ def write_curriculum(path: str | Path, state: CurriculumFile) -> None:
     tmp = path.with_suffix(f".tmp-{os.getpid()}")
     tmp.write_text(json.dumps(state.model_dump(mode="json"), indent=1, sort_keys=True))
     os.replace(tmp, path)
+
+
+class HeldOutAnswer(BaseModel):
+    """One line of `held_out_answers.jsonl`: a task the policy never trained on and its greedy first answer."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    task_key: str
+    call_expected: bool
+    tools: list[dict] = Field(description="the task's tool schemas, as the prompt offered them")
+    text: str = Field(description="the decoded answer, special tokens kept, as a server's tool parser sees it")
+    tokens: int = Field(ge=0, description="tokens generated")
+    finished: bool = Field(description="the answer ended with the end-of-turn token within the budget")
+
+
+def write_held_out(path: str | Path, answers: list[HeldOutAnswer]) -> None:
+    """Replace `path` atomically with one line per answer."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp-{os.getpid()}")
+    tmp.write_text("".join(json.dumps(a.model_dump(mode="json"), ensure_ascii=False) + "\n" for a in answers))
+    os.replace(tmp, path)
+
+
+def read_held_out(path: str | Path) -> list[HeldOutAnswer]:
+    """The answers in `path`.
+
+    Raises:
+        ContractError: the file is missing, or a line is not a `HeldOutAnswer`.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ContractError(str(path), "held-out answers", "no such file",
+                            "Write them with `python -m toolcanary.train starting-policy --held-out N`")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ContractError(str(path), "UTF-8 text", f"a byte that is not UTF-8 at offset {err.start}",
+                            "Write the file again with `python -m toolcanary.train starting-policy`") from None
+    answers = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        try:
+            answers.append(HeldOutAnswer.model_validate_json(line))
+        except ValidationError as err:
+            raise ContractError(f"{path}: line {number}", "one HeldOutAnswer per line (toolcanary.contract."
+                                "training_files)", _first_problem(err),
+                                "Write the file again with `python -m toolcanary.train starting-policy`") from None
+    return answers

@@ -52,9 +52,11 @@ from toolcanary.contract.training_files import (
     CURRICULUM_FILE,
     EPISODES_DIR,
     EPISODES_FILE,
+    HELD_OUT_FILE,
     TASK_KEY_TAG_FILE,
     CurriculumFile,
     EpisodeRecord,
+    HeldOutAnswer,
 )
 
 Root = Literal["runs", "checkpoints", "results"]
@@ -139,6 +141,7 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("results", TRAIN_METRICS, Csv(TRAIN_METRICS_COLUMNS), "train"),
     VolumeFile("results", WARM_START, Csv(WARM_START_COLUMNS), "train (CPU run)"),
     VolumeFile("results", EPISODES_FILE, Lines(EpisodeRecord), "train (CPU run)"),
+    VolumeFile("results", HELD_OUT_FILE, Lines(HeldOutAnswer), "train (starting-policy check)"),
     VolumeFile("results", f"{EPISODES_DIR}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
     VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_COLUMNS), "evaluate"),
     VolumeFile("results", SAMPLE_FILE, Document(RunSample), "evaluate"),

@@ -1,6 +1,8 @@
-"""Command line of the trainer: the CPU embedded run, the CPU policy builder, the GPU recipe's seed rows.
+"""Command line of the trainer: the CPU embedded run, its starting policy, the CPU policy builder, the GPU recipe's
+seed rows and the recipe check.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
+    python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
     python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
     python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
@@ -29,6 +31,8 @@ EPILOG = """examples:
   python -m toolcanary.train cpu --run demo --steps 20 --save-every 5 --simulator-url http://127.0.0.1:8300
   TOOLCANARY_CHECKPOINTS_DIR=/data/ckpt python -m toolcanary.train cpu --run demo --steps 4 --no-warm-start
   python -m toolcanary.train cpu --run smol --policy smollm2 --steps 2 --save-every 2
+  python -m toolcanary.train starting-policy --run smol --policy smollm2 --held-out 16 \
+      --starting-policy-cache volumes/cache/starting_policies
   python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
   python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
   python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
@@ -55,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                          formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     cpu.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_settings(cpu)
+    start = sub.add_parser("starting-policy", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog=EPILOG, help="build the run's warm-started starting policy (the cache is used when "
+                                               "given), then optionally answer held-out tasks greedily")
+    start.add_argument("--quiet", action="store_true", help="no progress bars")
+    start.add_argument("--held-out", type=int, default=0, metavar="N",
+                       help="write the policy's greedy first answers on N held-out simulator tasks to "
+                            "<results>/<run>/held_out_answers.jsonl and count the calls in them (default 0: none)")
+    _add_settings(start)
     build = sub.add_parser("build-policy", help="write a CPU policy folder: the tiny Qwen3 or SmolLM2-135M",
                            parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     build.add_argument("--policy", choices=sorted(POLICY_PRESETS), default="tiny",
@@ -103,9 +115,15 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(str(p) for p in paths))
             return 0
         settings = TrainSettings.from_env(**given(args, TrainSettings))
-        from toolcanary.train.cpu_run import train_cpu
+        from toolcanary.train.cpu_run import starting_policy, train_cpu
 
-        print(json.dumps(train_cpu(settings, progress=not args.quiet), indent=2))
+        if args.command == "starting-policy":
+            if args.held_out < 0:
+                raise ContractError("--held-out", "a number of tasks >= 0", repr(args.held_out))
+            summary = starting_policy(settings, held_out=args.held_out, progress=not args.quiet)
+        else:
+            summary = train_cpu(settings, progress=not args.quiet)
+        print(json.dumps(summary, indent=2))
         return 0
     except ContractError as err:
         print(f"error: {err}", file=sys.stderr)

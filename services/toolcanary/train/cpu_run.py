@@ -5,6 +5,8 @@ agent loop with the transformers generation client, apply one GRPO update with v
 the step's row to `train_metrics.csv` and its episodes to `episodes.jsonl`, move the curriculum, and every
 `save_every` steps save the trainer state and publish a checkpoint. A rerun with the same `--run`
 resumes from the last saved state. Step 0 (the starting policy, after the warm start) is published too.
+`starting_policy` builds that starting policy alone (from the cache when it has it) and can answer held-out
+tasks with it (toolcanary.train.held_out); a later run of the same `--run` starts from it.
 
 Faults (toolcanary.train.faults, the same rules as the GPU hooks): before anything else the simulator is
 checked (`preflight.check_simulator`: reachable, same contract version, token accepted, ready) and the run
@@ -14,6 +16,7 @@ stops it after `max_aborted_steps` steps in a row with more than `max_aborted_fr
 the trainer state of the last finished step first, so the rerun with the same `--run` continues there.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
+    python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
 """
 
 from __future__ import annotations
@@ -29,13 +32,14 @@ from pathlib import Path
 import torch
 
 from toolcanary.contract.csv_schemas import WARM_START, WARM_START_COLUMNS
-from toolcanary.contract.training_files import EPISODES_FILE
+from toolcanary.contract.training_files import EPISODES_FILE, HELD_OUT_FILE, write_held_out
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
 from toolcanary.train.generation_client import TransformersGenerationClient
-from toolcanary.train.gold import gold_conversations, warm_start_requests
+from toolcanary.train.gold import conversation_mix, gold_conversations, warm_start_requests
 from toolcanary.train.grpo import GrpoConfig, grpo_update
+from toolcanary.train.held_out import answer_counts, held_out_answers
 from toolcanary.train.metrics import (
     append_episodes,
     append_line,
@@ -72,8 +76,10 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
         prefix = task_key_prefix(cache, "cache") if cache else task_key_prefix(state_dir, settings.run)
         requests = warm_start_requests(key_prefix=prefix, seed=settings.seed, count=settings.warm_start_tasks,
                                        task_pool=settings.task_pool, max_tools=settings.max_tools,
-                                       epsilon=settings.epsilon, no_call_fraction=settings.no_call_fraction)
+                                       epsilon=settings.epsilon,
+                                       no_call_fraction=settings.warm_start_no_call_fraction)
         conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
+        logger.info("warm start on %d gold conversations: %s", len(conversations), conversation_mix(conversations))
         examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
         # One row per step, so the loss curve is kept and a caller can follow a long warm start.
         record = settings.run_results() / WARM_START
@@ -96,19 +102,44 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
     return model, tokenizer, base_name
 
 
+def _simulator(settings: TrainSettings):
+    """The simulator the run talks to: the one at `simulator_url`, else a scripted one started for the run."""
+    if settings.simulator_url:
+        return contextlib.nullcontext(settings.simulator_url)
+    return EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed)
+
+
+def _checked(url: str) -> str:
+    health = check_simulator(url)  # before the warm start, which talks to the simulator too
+    logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
+                health.backend, health.run)
+    return url
+
+
 def train_cpu(settings: TrainSettings, progress: bool = True) -> dict:
     """Run (or resume) the CPU training; returns a summary of what was done."""
     torch.set_num_threads(max(1, settings.torch_threads))
     checkpoints, results = settings.run_checkpoints(), settings.run_results()
     for stale in remove_partial(checkpoints):
         logger.warning("removed a partial checkpoint left by a killed publish: %s", stale)
-    simulator = (contextlib.nullcontext(settings.simulator_url) if settings.simulator_url
-                 else EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed))
-    with simulator as url:
-        health = check_simulator(url)  # before the warm start, which talks to the simulator too
-        logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
-                    health.backend, health.run)
-        return _train(settings, url, checkpoints, results, progress)
+    with _simulator(settings) as url:
+        return _train(settings, _checked(url), checkpoints, results, progress)
+
+
+def starting_policy(settings: TrainSettings, held_out: int = 0, progress: bool = True) -> dict:
+    """Build the run's starting policy (or take it from the run or the cache), as `train_cpu` would first do,
+    and with `held_out` > 0 write the policy's greedy answers on that many held-out tasks (HELD_OUT_FILE)."""
+    torch.set_num_threads(max(1, settings.torch_threads))
+    with _simulator(settings) as url:
+        policy, tokenizer, base_model = _starting_policy(settings, _checked(url), progress)
+        summary = {"run": settings.run, "base_model": base_model, "policy": str(settings.run_state() / "reference")}
+        if held_out:
+            answers = asyncio.run(held_out_answers(
+                policy, tokenizer, url, count=held_out, seed=settings.seed, max_tools=settings.max_tools,
+                max_tokens=settings.max_turn_tokens, enable_thinking=settings.enable_thinking))
+            write_held_out(settings.run_results() / HELD_OUT_FILE, answers)
+            summary["held_out"] = {"answers": str(settings.run_results() / HELD_OUT_FILE), **answer_counts(answers)}
+    return summary
 
 
 def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, progress: bool) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import random
 
+from toolcanary.contract.chat import AssistantMessage
 from toolcanary.contract.simulator_api import GoldRequest, TaskRequest
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.train.curriculum import Curriculum
@@ -49,12 +50,33 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
 
 def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: int, max_tools: int | None,
                         epsilon: float = 0.5, no_call_fraction: float = 0.0) -> list[TaskRequest]:
-    """The tasks to imitate: the run's fixed pool when it has one, else `count` first-level draws."""
-    curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
+    """The tasks to imitate: the run's fixed pool when it has one, else `count` first-level draws.
+
+    Of the fresh draws, exactly round(no_call_fraction * count) are abstention tasks (which ones is seeded), so
+    the warm start's mix is what the recipe states, not what a coin gave.
+    """
     if task_pool:
+        curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
         pairs = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
                  for i in range(task_pool)]
     else:
         rng = random.Random(seed)
-        pairs = [(f"{key_prefix}-warm-{seed}-{i:03d}", capped(curriculum.draw(rng), max_tools)) for i in range(count)]
+        curriculum = Curriculum(level=1, epsilon=epsilon)
+        declined = set(random.Random(f"warm-abstain-{seed}").sample(range(count), round(no_call_fraction * count)))
+        pairs = []
+        for i in range(count):
+            difficulty = capped(curriculum.draw(rng), max_tools)
+            if i in declined:
+                difficulty = difficulty.model_copy(update={"call_expected": False, "expected_calls": 0})
+            pairs.append((f"{key_prefix}-warm-{seed}-{i:03d}", difficulty))
     return [TaskRequest(task_key=key, difficulty=difficulty) for key, difficulty in pairs]
+
+
+def conversation_mix(conversations: list[tuple[SimulatedTask, str, list]]) -> dict[str, int]:
+    """How many gold conversations call at once, ask a question before calling, or decline without a call."""
+    mix = {"call": 0, "ask first": 0, "decline": 0}
+    for _, _, messages in conversations:
+        assistant = [m for m in messages if isinstance(m, AssistantMessage)]
+        first_call = next((i for i, m in enumerate(assistant) if m.tool_calls), None)
+        mix["decline" if first_call is None else "ask first" if first_call > 0 else "call"] += 1
+    return mix

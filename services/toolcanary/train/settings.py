@@ -74,7 +74,11 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     no_call_fraction: float = Field(0.0, description="share of abstention tasks the curriculum asks for")
     # Supervised warm start on the scripted simulator's gold trajectories.
     warm_start: bool = Field(True, description="supervised warm start on gold trajectories before GRPO")
-    warm_start_tasks: int = Field(16, description="gold trajectories of the warm start")
+    warm_start_tasks: int = Field(16, description="gold trajectories of the warm start, fresh first-level tasks "
+                                                  "(with a task pool, the pool's tasks instead)")
+    warm_start_no_call_fraction: float = Field(0.0, ge=0.0, le=1.0,
+                                               description="share of abstention tasks among the warm start's gold "
+                                                           "conversations (the gold answer declines)")
     warm_start_steps: int = Field(150, description="optimiser steps of the warm start")
     task_pool: int = Field(8, description="cycle this many fixed tasks (0: a fresh task per group, as TRUSTEE); the "
                                           "tiny policy can learn a handful of tasks, not the library, so only this "
@@ -145,12 +149,14 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         return self.runs_dir / self.run / "trainer"
 
 
-# Settings a named policy changes (below env and flags). SmolLM2 is 860x the tiny policy's parameters:
-# a CPU step is compute-bound there, so both cores help; a call in its 49k vocabulary takes many more
-# tokens; a pretrained model wants a much smaller step size and few warm-start steps (LOG.md, SmolLM2).
+# Settings a named policy changes (below env and flags). SmolLM2 is 860x the tiny policy's parameters: a CPU step
+# is compute-bound there, so both cores help; a call in its 49k vocabulary takes many more tokens; a pretrained
+# model wants a much smaller step size. Its warm start imitates 48 fresh first-level tasks (calls, clarifying
+# questions and, for a fifth of them, declines), not the tiny policy's pool of 8: the demo scores it on BFCL's
+# unseen tools, so it must learn the call format, not 8 tasks; and GRPO then draws fresh tasks too (LOG.md).
 POLICY_PRESETS: dict[str, dict] = {
     "tiny": {},
-    "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6,
-                "warm_start_steps": 12, "warm_start_lr": 1e-4},
+    "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6, "task_pool": 0,
+                "warm_start_tasks": 48, "warm_start_no_call_fraction": 0.2, "warm_start_steps": 30,
+                "warm_start_lr": 1e-4},
 }
-
