@@ -80,7 +80,7 @@ audit: setup ## contamination audit of RUN against BFCL
 	$(need-run)
 	$(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
 
-demo: setup ## CPU: the whole experiment in miniature (QUICK=1 shortened, RUN= to resume, POLICY=smollm2)
+demo: setup ## CPU: the whole experiment in miniature on SmolLM2-135M (QUICK=1 shortened, RUN= to resume, POLICY=tiny)
 	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 test: setup ## run every service's tests in its own environment

@@ -48,7 +48,7 @@ def processes_mentioning(text: str) -> list[str]:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("volumes")
-    done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "ci-demo"],
+    done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--policy", "tiny", "--run", "ci-demo"],
                           capture_output=True, text=True, env=volume_env(root), timeout=1800)
     return root, done
 
@@ -64,7 +64,7 @@ def test_the_summary_says_where_the_time_went_from_what_the_services_recorded(de
     root, done = demo
     spent = json.loads((root / "results" / "ci-demo" / "demo_timings.json").read_text())
     phases = spent["phases_s"]
-    assert list(phases) == ["simulator start", "train", "eval", "analysis", "audit"]
+    assert list(phases) == ["simulator start", "starting policy", "train", "eval", "analysis", "audit"]
     metrics = read_train_metrics(root / "results" / "ci-demo" / "train_metrics.csv")
     assert spent["grpo_steps_s"] == [round(r["step_seconds"], 1) for r in metrics]
     assert sum(spent["grpo_steps_s"]) <= phases["train"]  # the steps are inside the train phase
@@ -85,6 +85,21 @@ def test_the_summary_states_the_reward_trend_with_its_noise(demo):
     assert f"{means[0]:+.3f} at the first step, {means[-1]:+.3f} at the last" in line
     sd = math.sqrt(sum((m - sum(means) / len(means)) ** 2 for m in means) / (len(means) - 1))
     assert f"step-to-step s.d. {sd:.3f}" in line and "within-step s.d." in line
+
+
+def test_the_summary_gives_each_categorys_counts_at_the_first_and_last_step(demo):
+    root, done = demo
+    rows = read_bfcl_by_category(root / "results" / "ci-demo" / "bfcl_by_category.csv")
+    lines = done.stdout.splitlines()
+    start = lines.index("Per category, correct/total over every pass of the step:")
+    assert lines[start + 1].split() == ["category", "step", "0", "step", "2"]
+    shown = {line.split()[0]: line.split()[1:] for line in lines[start + 2: start + 2 + len(OFFLINE_CATEGORIES)]}
+    assert list(shown) == list(OFFLINE_CATEGORIES)
+    for category, cells in shown.items():
+        for step, cell in zip((0, 2), cells, strict=True):
+            mine = [r for r in rows if r.step == step and r.category == category]
+            assert cell == f"{sum(r.correct for r in mine)}/{sum(r.total for r in mine)}"
+            assert cell.endswith("/2")  # one item, two passes
 
 
 def test_no_process_outlives_the_demo(demo):
@@ -131,7 +146,8 @@ def test_figures_and_audit_are_written(demo):
 
 def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
     env = volume_env(tmp_path)
-    demo = subprocess.Popen([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "interrupted"],
+    demo = subprocess.Popen([sys.executable, "-m", "toolcanary.demo", "--quick", "--policy", "tiny", "--run",
+                             "interrupted"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
     train_log = tmp_path / "runs" / "interrupted" / "logs" / "train.log"
     deadline = time.monotonic() + 300

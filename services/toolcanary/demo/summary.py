@@ -10,11 +10,17 @@ import math
 import statistics
 from pathlib import Path
 
-from toolcanary.contract.csv_schemas import TRAIN_METRICS, read_train_metrics
+from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
+from toolcanary.contract.csv_schemas import (
+    BFCL_BY_CATEGORY,
+    TRAIN_METRICS,
+    read_bfcl_by_category,
+    read_train_metrics,
+)
 from toolcanary.contract.errors import ContractError
 from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 
-POLICY_WORDS = {"tiny": "a tiny random model", "smollm2": "SmolLM2-135M trained for a step or two"}
+POLICY_WORDS = {"tiny": "a tiny random model", "smollm2": "SmolLM2-135M trained for a few GRPO steps"}
 
 
 def _rel(path: Path) -> str:
@@ -46,6 +52,30 @@ def reward_lines(results: Path) -> list[str]:
             f"{trend}; {noise}.", ""]
 
 
+def category_lines(results: Path) -> list[str]:
+    """Correct/total per BFCL category at the first and the last scored step, over all passes of each: the
+    counts behind the table's percentages, so a reader sees how few items a CPU run scores."""
+    try:
+        rows = read_bfcl_by_category(results / BFCL_BY_CATEGORY)
+    except ContractError:
+        return []
+    steps = sorted({r.step for r in rows})
+    if not steps:
+        return []
+    shown = [steps[0], steps[-1]] if len(steps) > 1 else steps[:1]
+    counts = {(r.step, r.category): (0, 0) for r in rows}
+    for r in rows:
+        correct, total = counts[(r.step, r.category)]
+        counts[(r.step, r.category)] = (correct + r.correct, total + r.total)
+    categories = [c for c in OFFLINE_CATEGORIES if any((step, c) in counts for step in shown)]
+    lines = ["Per category, correct/total over every pass of the step:",
+             "  " + f"{'category':<26}" + "".join(f"{f'step {step}':>10}" for step in shown)]
+    for category in categories:
+        cells = ["{}/{}".format(*counts[(step, category)]) if (step, category) in counts else "-" for step in shown]
+        lines.append("  " + f"{category:<26}" + "".join(f"{cell:>10}" for cell in cells))
+    return [*lines, ""]
+
+
 def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None = None) -> str:
     """The closing screen; `time_lines` is the breakdown of toolcanary.demo.timing."""
     results = settings.result_dir
@@ -66,6 +96,7 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
     ]
     if table.is_file():
         lines += [table.read_text().rstrip(), ""]
+    lines += category_lines(results)
     lines += reward_lines(results)
     if time_lines:
         lines += [*time_lines, ""]

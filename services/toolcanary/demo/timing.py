@@ -2,8 +2,7 @@
 
 The demo times its phases (`PhaseClock`); inside them the trainer's `train_metrics.csv` holds each GRPO
 step's seconds and every evaluation pass's manifest holds its generate and evaluate seconds, so the rest of
-a phase is named for what fills it (policy build, warm start and publishing; vLLM starts and checkpoint
-checks). Printed at the end of the demo and written to `<results>/<run>/demo_timings.json`.
+a phase is named for what fills it (loading the policy and publishing; vLLM starts and checkpoint checks). Printed at the end of the demo and written to `<results>/<run>/demo_timings.json`.
 
     clock = PhaseClock()
     with clock.phase("train"):
@@ -87,9 +86,8 @@ def breakdown_lines(data: dict) -> list[str]:
         detail = ""
         if name == "train" and steps:
             spread = f" ± {statistics.stdev(steps):.0f}" if len(steps) > 1 else ""
-            detail = (f"policy build, warm start and publishing {(seconds - sum(steps)) / 60:.1f} min; "
-                      f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, "
-                      f"{statistics.fmean(steps):.0f}{spread} s each")
+            detail = (f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, {statistics.fmean(steps):.0f}{spread} s each; "
+                      f"loading the policy and publishing {(seconds - sum(steps)) / 60:.1f} min")
         elif name == "eval" and data["passes"]:
             detail = (f"{data['passes']} passes {passes['total'] / 60:.1f} min "
                       f"(generate {passes['generate'] / 60:.1f}, score {passes['evaluate'] / 60:.1f}); "
