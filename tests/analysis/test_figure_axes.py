@@ -56,7 +56,7 @@ def test_a_flat_run_reads_right(golden):
     assert main(["--data", str(folder), "--fig", "all"]) == 0
     built = figures(folder)
     try:
-        for check in (no_axis_has_an_offset, flat_aggregates_get_a_fixed_range_and_a_note,
+        for check in (no_axis_has_an_offset, no_title_reads_nan, flat_aggregates_get_a_fixed_range_and_a_note,
                       flat_splits_quote_their_levels, flat_reward_gets_a_fixed_range_and_a_note,
                       no_change_in_any_category_is_noted):
             check(built)
@@ -70,6 +70,14 @@ def no_axis_has_an_offset(flat_run):
         for ax in panels(fig):
             for side in (ax.xaxis, ax.yaxis):
                 assert side.get_offset_text().get_text() == "", (name, ax.get_title())
+
+
+def no_title_reads_nan(flat_run):
+    # A flat series has no t statistic: its title says so, as the table does, instead of "t = +nan".
+    for name, fig in flat_run.items():
+        for ax in panels(fig):
+            assert "nan" not in ax.get_title().lower(), (name, ax.get_title())
+    assert "t = n/a (HAC n/a)" in panels(flat_run["f2"])[0].get_title()
 
 
 def flat_aggregates_get_a_fixed_range_and_a_note(flat_run):

@@ -16,7 +16,7 @@ from toolcanary.analysis.data import BfclRun, StepSeries
 from toolcanary.analysis.findings import SPLITS
 from toolcanary.analysis.panels import CHANGE_PP, PERCENT, Series, frame
 from toolcanary.analysis.settings import AnalysisSettings
-from toolcanary.analysis.table import headline_rows
+from toolcanary.analysis.table import headline_rows, number_text
 from toolcanary.contract.bfcl import BY_NAME, accuracy, pooled
 
 WIDTH = 7.0
@@ -45,8 +45,9 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
         if sds:
             floor = 2 * math.sqrt(float(np.mean(np.square(sds))))
             ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
-        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, t = {row.trend.t:+.2f} "
-                     f"(HAC {row.trend.t_hac:+.2f})")
+        # An undefined t (two steps, a flat series) reads "n/a", as in the table, never "+nan".
+        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, t = {number_text(row.trend.t, '+.2f')} "
+                     f"(HAC {number_text(row.trend.t_hac, '+.2f')})")
         frame(PERCENT, {ax: [Series("", row.series.values)]})
         ax.set_ylabel("accuracy (%)")
     legend_ax = axes.flat[-1]

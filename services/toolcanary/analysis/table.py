@@ -88,17 +88,17 @@ def render_csv(rows: list[ChangeRow]) -> str:
     return buffer.getvalue()
 
 
-def _number(value: float, spec: str, suffix: str = "") -> str:
+def number_text(value: float, spec: str, suffix: str = "") -> str:
     # An undefined statistic (a zero base, two steps, a constant series) reads "n/a", never "+nan".
     return "n/a" if math.isnan(value) else f"{value:{spec}}{suffix}"
 
 
 def _display(row: ChangeRow, steps: list[int]) -> list[str]:
-    sds = [_number(row.sds[s], ".2f") if s in row.sds else "" for s in steps]
+    sds = [number_text(row.sds[s], ".2f") if s in row.sds else "" for s in steps]
     return [
-        _number(row.step0, ".2f"), _number(row.step_last, ".2f"), _number(row.rel_delta_pct, "+.2f", "%"),
-        _number(row.delta_pp, "+.2f"), _number(row.slope, "+.3f"), _number(row.trend.t, "+.2f"),
-        _number(row.trend.t_hac, "+.2f"), *sds,
+        number_text(row.step0, ".2f"), number_text(row.step_last, ".2f"), number_text(row.rel_delta_pct, "+.2f", "%"),
+        number_text(row.delta_pp, "+.2f"), number_text(row.slope, "+.3f"), number_text(row.trend.t, "+.2f"),
+        number_text(row.trend.t_hac, "+.2f"), *sds,
     ]
 
 
