@@ -58,10 +58,10 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
     missing = [env for env in ENVIRONMENTS if not (VENVS / env / "bin" / "python").exists()]
     if missing:
         raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
+    multi_turn = f" ({s.sample_multi_turn} per multi-turn one)" if s.sample_multi_turn else ""
     print(
         f"run {s.run}: {s.steps} GRPO steps, checkpoints at {s.checkpoint_steps}, "
-        f"{s.sample} item(s) per BFCL category{f' ({s.sample_multi_turn} per multi-turn one)' if s.sample_multi_turn else ''}, "
-        f"{s.repeat_passes} passes at {s.repeat_steps} "
+        f"{s.sample} item(s) per BFCL category{multi_turn}, {s.repeat_passes} passes at {s.repeat_steps} "
         f"({s.expected_passes} passes); logs in {s.logs}",
         flush=True,
     )

