@@ -47,9 +47,9 @@ def test_declining_earns_1_from_verifier_and_user(make_client, new_task):
     task = new_task(client, "decline")
     gold = [m.model_dump(mode="json") for m in gold_trajectory(SimulatedTask.model_validate(task))]
     assert [m["role"] for m in gold] == ["user", "assistant"] and not gold[1]["tool_calls"]
-    verdict = client.post("/v1/verify", json={"task": task, "trajectory": gold, "num_criteria": 2}).json()
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": gold, "num_criteria": 2}).json()
     assert verdict["reward"] == 1
-    user = client.post("/v1/user", json={"task": task, "history": gold}).json()
+    user = client.post("/v1/user", json={"task_key": task["task_key"], "history": gold}).json()
     assert user["done"] is True and user["reward"] == 1
 
 
@@ -59,15 +59,15 @@ def test_any_call_on_an_abstention_task_earns_minus_1(make_client, new_task):
     tool = task["tools"][0]["function"]
     required = {k: "x" for k in tool["parameters"].get("required", [])}
     call = {"id": "c1", "function": {"name": tool["name"], "arguments": required}}
-    answer = client.post("/v1/tool", json={"task": task, "call": call}).json()
+    answer = client.post("/v1/tool", json={"task_key": task["task_key"], "call": call}).json()
     assert answer["reward"] == -1
     trajectory = [{"role": "user", "content": task["first_user_query"]},
                   {"role": "assistant", "tool_calls": [call]},
                   {"role": "tool", "content": answer["result"], "tool_call_id": "c1"},
                   {"role": "assistant", "content": "Here you go."}]
     for criteria in (1, 2, 5):
-        verdict = client.post("/v1/verify", json={"task": task, "trajectory": trajectory,
+        verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": trajectory,
                                                    "num_criteria": criteria}).json()
         assert verdict["reward"] == -1
-    user = client.post("/v1/user", json={"task": task, "history": trajectory}).json()
+    user = client.post("/v1/user", json={"task_key": task["task_key"], "history": trajectory}).json()
     assert user["done"] is True and user["reward"] == -1

@@ -22,7 +22,7 @@ def test_same_seed_and_key_give_the_same_task_and_the_same_results(make_client, 
     assert task_a == task_b
     assert new_task(other_seed, "k1", **settings) != task_a
     expected = task_a["expected_tool_calls"][0]
-    body = {"task": task_a, "call": {"function": {"name": expected["name"], "arguments": expected["arguments"]}}}
+    body = {"task_key": task_a["task_key"], "call": {"function": {"name": expected["name"], "arguments": expected["arguments"]}}}
     results = {c.post("/v1/tool", json=body).json()["result"] for c in (first, second, first)}
     assert len(results) == 1
 

@@ -9,6 +9,7 @@ aborted answer there would mean the scripted roles crashed on odd input).
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 
 import pytest
@@ -20,6 +21,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from toolcanary.contract import DifficultySettings, SimulatedTask  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
+from toolcanary.simulator.guards import json_depth, nests_within  # noqa: E402
 from toolcanary.simulator.library_index import load_index  # noqa: E402
 from toolcanary.simulator.scripted import make_task  # noqa: E402
 from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402
@@ -37,9 +39,9 @@ TASK = make_task(load_index(), DifficultySettings(num_tools=3, expected_calls=2,
 CALL = {"id": "c1", "type": "function", "function": dict(TASK["expected_tool_calls"][0])}
 VALID = {
     "/v1/task": {"task_key": "fz", "step": 1, "difficulty": TASK["difficulty"]},
-    "/v1/tool": {"task": TASK, "history": [{"role": "user", "content": "hi"}], "call": CALL},
-    "/v1/user": {"task": TASK, "history": [{"role": "assistant", "content": "Which one?"}]},
-    "/v1/verify": {"task": TASK, "trajectory": [{"role": "assistant", "tool_calls": [CALL]}], "num_criteria": 3},
+    "/v1/tool": {"task_key": TASK["task_key"], "history": [{"role": "user", "content": "hi"}], "call": CALL},
+    "/v1/user": {"task_key": TASK["task_key"], "history": [{"role": "assistant", "content": "Which one?"}]},
+    "/v1/verify": {"task_key": TASK["task_key"], "trajectory": [{"role": "assistant", "tool_calls": [CALL]}], "num_criteria": 3},
 }
 
 
@@ -124,9 +126,26 @@ def test_odd_schemas_arguments_and_histories_are_answered_ok(fuzz_client, schema
                                "tools": [{"type": "function", "function": {"name": name, "parameters": schema}}],
                                "expected_tool_calls": [{"name": name, "arguments": arguments}]})
     call = {"function": {"name": name, "arguments": arguments}}
-    for endpoint, body in [("/v1/tool", {"task": task, "history": history, "call": call}),
-                           ("/v1/user", {"task": task, "history": history}),
-                           ("/v1/verify", {"task": task, "trajectory": history, "num_criteria": criteria})]:
+    for endpoint, body in [("/v1/tool", {"task_key": task["task_key"], "history": history, "call": call}),
+                           ("/v1/user", {"task_key": task["task_key"], "history": history}),
+                           ("/v1/verify", {"task_key": task["task_key"], "trajectory": history, "num_criteria": criteria})]:
         response = fuzz_client.post(endpoint, json=body)
         assert response.status_code == 200, response.text
         assert response.json()["outcome"] == "ok", response.json()
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(alphabet='[]{}"\\ab', max_size=6),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                        st.text(alphabet='[]{}"\\ab', max_size=4), inner, max_size=3), max_leaves=40),
+       st.integers(1, 12))
+def test_both_depth_checks_agree_with_the_depth_of_the_parsed_value(value, limit):
+    # Brackets inside strings (and escaped quotes) must not count: the alphabet is full of them.
+    def depth(node) -> int:
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        return 0 if children is None else 1 + max(map(depth, children), default=0)
+
+    body = json.dumps(value).encode()
+    assert json_depth(body) == depth(value)
+    assert nests_within(body, limit) == (depth(value) <= limit)
+    assert not nests_within(b"[" * (limit + 4) + b"]" * (limit + 3), limit)  # unbalanced: never "within"

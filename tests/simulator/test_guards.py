@@ -40,7 +40,7 @@ def test_a_body_that_is_not_json_is_a_422_about_the_body(client):
 def test_a_tool_call_with_arguments_that_are_not_an_object_is_a_422(client, new_task):
     task = new_task(client)
     call = {"function": {"name": task["tools"][0]["function"]["name"], "arguments": "[1, 2]"}}
-    response = client.post("/v1/tool", json={"task": task, "call": call})
+    response = client.post("/v1/tool", json={"task_key": task["task_key"], "call": call})
     assert response.status_code == 422 and "call.function.arguments" in response.json()["error"]
 
 
@@ -90,7 +90,7 @@ def test_health_reports_contract_version_backend_and_run_and_docs_are_served(cli
 
 def test_metrics_count_calls_rewards_and_latency_per_role(client, new_task):
     task = new_task(client)
-    client.post("/v1/verify", json={"task": task, "trajectory": []})
+    client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": []})
     text = client.get("/metrics").text
     assert 'toolcanary_simulator_calls_total{backend="scripted",outcome="ok",role="task"} 1' in text
     assert 'toolcanary_simulator_rewards_total{reward="-1",role="verify"} 1' in text

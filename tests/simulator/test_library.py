@@ -80,7 +80,7 @@ def test_a_custom_library_in_trustee_format_works_without_result_hints(tmp_path,
     client = make_client(library=path)
     task = new_task(client, "custom")
     expected = task["expected_tool_calls"][0]
-    answer = client.post("/v1/tool", json={"task": task, "call": {"function": expected}}).json()
+    answer = client.post("/v1/tool", json={"task_key": task["task_key"], "call": {"function": expected}}).json()
     assert answer["reward"] == 1 and json.loads(answer["result"])["arguments"] == expected["arguments"]
 
 

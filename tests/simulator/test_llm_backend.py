@@ -44,7 +44,7 @@ def records(tmp_path, role):
 
 
 def post_tool(client):
-    response = client.post("/v1/tool", json={"task": TASK, "history": TRAJECTORY[:2], "call": CALL})
+    response = client.post("/v1/tool", json={"task_key": TASK["task_key"], "history": TRAJECTORY[:2], "call": CALL})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -161,7 +161,7 @@ def test_declining_an_abstention_task_is_judged_with_the_abstention_criteria(llm
     upstreams[0].push('{"reward": 1, "reasoning": "It said it cannot do this and called nothing."}')
     abstention = issue(client, TASK | {"task_key": "llm-abstain", "call_expected": False, "expected_tool_calls": []})
     declined = [TRAJECTORY[0], {"role": "assistant", "content": "I can't do that with the tools I have."}]
-    verdict = client.post("/v1/verify", json={"task": abstention, "trajectory": declined}).json()
+    verdict = client.post("/v1/verify", json={"task_key": abstention["task_key"], "trajectory": declined}).json()
     assert verdict["outcome"] == "ok" and verdict["reward"] == 1
     prompt = upstreams[0].requests[0]["messages"][0]["content"]
     assert "none of the offered tools can serve the request" in prompt and verdict["criteria"][0] in prompt
@@ -170,14 +170,14 @@ def test_declining_an_abstention_task_is_judged_with_the_abstention_criteria(llm
 def test_an_empty_user_response_ends_the_episode(llm, upstreams):
     client = llm()
     upstreams[0].push('<think>goal met</think>{"response": "", "reward": 1}')
-    answer = client.post("/v1/user", json={"task": TASK, "history": TRAJECTORY}).json()
+    answer = client.post("/v1/user", json={"task_key": TASK["task_key"], "history": TRAJECTORY}).json()
     assert answer == answer | {"outcome": "ok", "reply": "", "done": True, "reward": 1}
 
 
 def test_the_verifier_reads_reward_and_reasoning_and_reports_the_criteria_shown(llm, upstreams):
     client = llm()
     upstreams[0].push('{"reward": 0, "reasoning": "Called the right tool but with a wrong da')
-    verdict = client.post("/v1/verify", json={"task": TASK, "trajectory": TRAJECTORY, "num_criteria": 2}).json()
+    verdict = client.post("/v1/verify", json={"task_key": TASK["task_key"], "trajectory": TRAJECTORY, "num_criteria": 2}).json()
     assert verdict["outcome"] == "ok" and verdict["reward"] == 0 and verdict["reasoning"].startswith("Called")
     assert len(verdict["criteria"]) == 2
 
@@ -185,12 +185,12 @@ def test_the_verifier_reads_reward_and_reasoning_and_reports_the_criteria_shown(
 def test_decisions_that_need_no_model_are_made_without_an_upstream_call(llm, upstreams, issue):
     client = llm()
     unknown = {"function": {"name": "not.offered", "arguments": {}}}
-    answer = client.post("/v1/tool", json={"task": TASK, "call": unknown}).json()
+    answer = client.post("/v1/tool", json={"task_key": TASK["task_key"], "call": unknown}).json()
     assert answer["is_error"] is True and answer["reward"] == -1
-    lazy = client.post("/v1/verify", json={"task": TASK, "trajectory": TRAJECTORY[:1]}).json()
+    lazy = client.post("/v1/verify", json={"task_key": TASK["task_key"], "trajectory": TRAJECTORY[:1]}).json()
     assert lazy["reward"] == -1
     abstention = issue(client, TASK | {"task_key": "llm-abstain", "call_expected": False, "expected_tool_calls": []})
-    called = client.post("/v1/verify", json={"task": abstention, "trajectory": TRAJECTORY}).json()
+    called = client.post("/v1/verify", json={"task_key": abstention["task_key"], "trajectory": TRAJECTORY}).json()
     assert called["reward"] == -1
     assert upstreams[0].requests == []
 
@@ -216,7 +216,7 @@ def test_a_slow_upstream_gets_fewer_requests_than_a_fast_one(stub_factory, tmp_p
         async with httpx.AsyncClient(transport=transport, base_url="http://sim", timeout=30) as http:
             async def worker():
                 for _ in range(6):
-                    response = await http.post("/v1/tool", json={"task": TASK, "call": CALL})
+                    response = await http.post("/v1/tool", json={"task_key": TASK["task_key"], "call": CALL})
                     assert response.json()["outcome"] == "ok"
 
             await asyncio.gather(*[worker() for _ in range(4)])

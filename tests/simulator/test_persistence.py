@@ -30,9 +30,9 @@ def test_each_role_call_is_a_record_in_its_step_file_and_flushed_at_once(client,
     task = client.post("/v1/task", json={"task_key": "p1", "step": 3, "episode_id": "ep-9",
                                          "difficulty": diff()}).json()["task"]
     expected = task["expected_tool_calls"][0]
-    client.post("/v1/tool", json={"task": task, "step": 3, "call": {"function": expected}})
-    client.post("/v1/user", json={"task": task, "step": 12345, "history": []})
-    client.post("/v1/verify", json={"task": task, "trajectory": []})
+    client.post("/v1/tool", json={"task_key": task["task_key"], "step": 3, "call": {"function": expected}})
+    client.post("/v1/user", json={"task_key": task["task_key"], "step": 12345, "history": []})
+    client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": []})
     # Read while the service is still running: nothing may sit in a buffer.
     step3 = read_records(records_dir / "step_0003.jsonl")
     assert [r.role for r in step3] == ["task", "tool"]

@@ -27,7 +27,7 @@ def call(name, arguments, call_id="c1") -> dict:
 
 
 def tool_answer(client, task, call_, history=()):
-    response = client.post("/v1/tool", json={"task": task, "history": list(history), "call": call_})
+    response = client.post("/v1/tool", json={"task_key": task["task_key"], "history": list(history), "call": call_})
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -56,7 +56,7 @@ def test_ambiguous_first_queries_hold_values_back_and_the_user_supplies_them_whe
     assert shown not in task["first_user_query"]
     history = [{"role": "user", "content": task["first_user_query"]},
                {"role": "assistant", "content": "Could you give me the missing details?"}]
-    reply = client.post("/v1/user", json={"task": task, "history": history}).json()
+    reply = client.post("/v1/user", json={"task_key": task["task_key"], "history": history}).json()
     assert reply["done"] is False and reply["reward"] == 1
     assert shown in reply["reply"] and held_name.replace("_", " ") in reply["reply"]
 
@@ -138,7 +138,7 @@ def test_gold_trajectories_earn_reward_1_through_the_api(client, new_task, tools
     for expected in task["expected_tool_calls"]:
         assert {"name": expected["name"], "arguments": expected["arguments"]} in made
     for criteria in range(1, 6):
-        verdict = client.post("/v1/verify", json={"task": task, "trajectory": gold, "num_criteria": criteria}).json()
+        verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": gold, "num_criteria": criteria}).json()
         assert verdict["reward"] == 1, verdict
         assert len(verdict["criteria"]) == criteria
 
@@ -155,9 +155,9 @@ def test_the_gold_trajectory_is_what_the_service_answers_turn_by_turn(client, ne
             assert (answer["result"], answer["is_error"]) == (message["content"], message["is_error"])
             assert answer["reward"] == 1
         elif message["role"] == "user" and position > 0:
-            reply = client.post("/v1/user", json={"task": task, "history": history}).json()
+            reply = client.post("/v1/user", json={"task_key": task["task_key"], "history": history}).json()
             assert reply["reply"] == message["content"] and reply["done"] is False
-    final = client.post("/v1/user", json={"task": task, "history": gold}).json()
+    final = client.post("/v1/user", json={"task_key": task["task_key"], "history": gold}).json()
     assert final["done"] is True and final["reward"] == 1 and final["reply"] == ""
 
 
@@ -169,7 +169,7 @@ def test_the_verifier_scores_argument_values_not_only_names(client, new_task):
              {"role": "assistant", "tool_calls": [call(expected["name"], expected["arguments"] | {key: value + "X"})]},
              {"role": "tool", "content": "{}", "tool_call_id": "c1"},
              {"role": "assistant", "content": "Done."}]
-    verdict = client.post("/v1/verify", json={"task": task, "trajectory": wrong, "num_criteria": 1}).json()
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": wrong, "num_criteria": 1}).json()
     assert verdict["reward"] == -1 and "0 of 1" in verdict["reasoning"]
 
 
@@ -177,20 +177,20 @@ def test_answering_without_any_call_is_penalised_and_the_user_gives_up_after_one
     task = new_task(client, "g-lazy")
     history = [{"role": "user", "content": task["first_user_query"]},
                {"role": "assistant", "content": "Sure, all done!"}]
-    verdict = client.post("/v1/verify", json={"task": task, "trajectory": history}).json()
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": history}).json()
     assert verdict["reward"] == -1 and "did not call" in verdict["reasoning"]
-    first = client.post("/v1/user", json={"task": task, "history": history}).json()
+    first = client.post("/v1/user", json={"task_key": task["task_key"], "history": history}).json()
     assert first["done"] is False and first["reward"] == -1 and first["reply"].startswith("That isn't done yet.")
     history += [{"role": "user", "content": first["reply"]}, {"role": "assistant", "content": "Done, really."}]
-    second = client.post("/v1/user", json={"task": task, "history": history}).json()
+    second = client.post("/v1/user", json={"task_key": task["task_key"], "history": history}).json()
     assert second["done"] is True and second["reward"] == -1
 
 
 def test_post_gold_answers_the_gold_trajectory_and_needs_the_token(make_client, new_task):
     client = make_client()
     task = new_task(client, "gold-http", num_tools=3, expected_calls=2, expected_turns=1)
-    answer = client.post("/v1/gold", json={"task": task}).json()
+    answer = client.post("/v1/gold", json={"task_key": task["task_key"]}).json()
     assert answer["outcome"] == "ok"
     assert answer["messages"] == dump(gold_trajectory(SimulatedTask.model_validate(task)))
     guarded = make_client(token="secret", run="guarded")
-    assert guarded.post("/v1/gold", json={"task": task}).status_code == 401
+    assert guarded.post("/v1/gold", json={"task_key": task["task_key"]}).status_code == 401

@@ -6,6 +6,7 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_security.py -q
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -40,34 +41,36 @@ def test_a_task_for_a_key_never_issued_is_a_422_and_earns_no_reward(client, new_
     real = new_task(client, "issued")
     forged = {**real, "task_key": "never-issued"}
     trajectory = [{"role": "user", "content": real["first_user_query"]}, {"role": "assistant", "content": "done"}]
-    for route, body in (("/v1/verify", {"task": forged, "trajectory": trajectory}),
-                        ("/v1/tool", {"task": forged, "call": _call(forged)}),
-                        ("/v1/user", {"task": forged, "history": trajectory}),
-                        ("/v1/gold", {"task": forged})):
+    for route, body in (("/v1/verify", {"task_key": forged["task_key"], "trajectory": trajectory}),
+                        ("/v1/tool", {"task_key": forged["task_key"], "call": _call(forged)}),
+                        ("/v1/user", {"task_key": forged["task_key"], "history": trajectory}),
+                        ("/v1/gold", {"task_key": forged["task_key"]})):
         response = client.post(route, json=body)
         assert response.status_code == 422, (route, response.text)
         assert "never issued" in response.json()["error"] and "reward" not in response.json()
+        assert "/v1/task" in response.json()["error"] and response.json()["detail"][0]["field"] == "task_key"
     assert "never-issued" not in _records(tmp_path)  # refused before the backend ran: nothing recorded
 
 
-def test_a_task_that_differs_from_the_stored_one_is_a_409_naming_the_fields(client, new_task):
+def test_a_role_request_cannot_bring_its_own_task_only_the_key_of_a_stored_one(client, new_task, tmp_path):
     real = new_task(client, "g-forge")
     forged = {**real, "expected_tool_calls": [], "user_intent": "anything"}
     trajectory = [{"role": "user", "content": "anything"}, {"role": "assistant", "content": "anything"}]
-    response = client.post("/v1/verify", json={"task": forged, "trajectory": trajectory, "num_criteria": 1})
-    assert response.status_code == 409, response.text
+    response = client.post("/v1/verify", json={"task_key": real["task_key"], "task": forged,
+                                               "trajectory": trajectory, "num_criteria": 1})
+    assert response.status_code == 422, response.text
     body = response.json()
-    assert "expected_tool_calls" in body["error"] and "user_intent" in body["error"] and "reward" not in body
-    assert {d["field"] for d in body["detail"]} == {"task.expected_tool_calls", "task.user_intent"}
-    honest = client.post("/v1/verify", json={"task": real, "trajectory": trajectory, "num_criteria": 1})
+    assert body["detail"][0]["field"] == "task" and body["detail"][0]["type"] == "extra_forbidden"
+    assert "reward" not in body and '"role":"verify"' not in _records(tmp_path)  # refused before the backend ran
+    honest = client.post("/v1/verify", json={"task_key": real["task_key"], "trajectory": trajectory, "num_criteria": 1})
     assert honest.status_code == 200 and honest.json()["outcome"] == "ok"
 
 
 def test_the_stored_task_survives_a_restart_and_still_guards_its_key(make_client, new_task):
     real = new_task(make_client(), "kept")
     again = make_client()  # a new app on the same records: the registry is reloaded from them
-    assert again.post("/v1/gold", json={"task": real}).status_code == 200
-    assert again.post("/v1/gold", json={"task": {**real, "user_intent": "other"}}).status_code == 409
+    assert again.post("/v1/gold", json={"task_key": real["task_key"]}).status_code == 200
+    assert again.post("/v1/gold", json={"task_key": "never-issued"}).status_code == 422
 
 
 # --- the token -----------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ def test_an_infrastructure_fault_is_a_500_that_names_no_server_path(tmp_path):
 def test_a_422_lists_at_most_20_errors_however_many_the_body_has(client, new_task):
     task = new_task(client, "many")
     history = [{"role": "nobody", "content": 1}] * 500
-    response = client.post("/v1/user", json={"task": task, "history": history})
+    response = client.post("/v1/user", json={"task_key": task["task_key"], "history": history})
     assert response.status_code == 422
     assert len(response.json()["detail"]) == 20 and "errors in all" in response.json()["error"]
     assert len(response.content) < 20_000
@@ -143,16 +146,18 @@ def test_deeply_nested_arguments_are_a_422_before_the_backend_runs(client, new_t
     arguments = '{"a": ' * depth + "{}" + "}" * depth
     call = json.dumps(_call(task)).replace('"arguments": {}', f'"arguments": {arguments}')
     before = _records(tmp_path).count('"role":"tool"')
-    response = client.post("/v1/tool", content=f'{{"task": {json.dumps(task)}, "call": {call}}}',
+    response = client.post("/v1/tool", content=f'{{"task_key": {json.dumps(task["task_key"])}, "call": {call}}}',
                            headers={"content-type": "application/json"})
     assert response.status_code == 422, response.text[:300]
     assert "nests too deep" in response.json()["error"] and "at most 32" in response.json()["error"]
     assert _records(tmp_path).count('"role":"tool"') == before
 
 
-def test_half_open_connections_are_closed_and_do_not_starve_health(tmp_path):
-    settings = SimulatorSettings(run="test", runs_dir=tmp_path / "runs", port=free_port(), head_timeout_s=1.0,
-                                 limit_concurrency=1000, log_level="warning")
+@contextlib.contextmanager
+def serving(tmp_path, head_timeout_s: float = 1.0):
+    """The simulator served by uvicorn under its real server configuration, in a thread; its base URL."""
+    settings = SimulatorSettings(run="test", runs_dir=tmp_path / "runs", port=free_port(),
+                                 head_timeout_s=head_timeout_s, limit_concurrency=1000, log_level="warning")
     server = uvicorn.Server(server_config(create_app(settings), settings))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -160,23 +165,59 @@ def test_half_open_connections_are_closed_and_do_not_starve_health(tmp_path):
     while not server.started:
         assert time.monotonic() < deadline, "the simulator did not start"
         time.sleep(0.02)
-    url = f"http://127.0.0.1:{settings.port}"
-    sockets = []
     try:
-        for _ in range(400):
-            sock = socket.create_connection(("127.0.0.1", settings.port))
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # a head never finished
-            sockets.append(sock)
-        assert httpx.get(f"{url}/health", timeout=5).status_code == 200
-        time.sleep(2.5)
-        sockets[0].settimeout(5)
-        assert sockets[0].recv(1) == b""  # closed by the server after head_timeout_s
-        assert httpx.get(f"{url}/health/live", timeout=5).status_code == 200
+        yield f"http://127.0.0.1:{settings.port}", settings.port
     finally:
-        for sock in sockets:
-            sock.close()
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_half_open_connections_are_closed_and_do_not_starve_health(tmp_path):
+    sockets = []
+    with serving(tmp_path) as (url, port):
+        try:
+            for _ in range(400):
+                sock = socket.create_connection(("127.0.0.1", port))
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # a head never finished
+                sockets.append(sock)
+            assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+            time.sleep(2.5)
+            sockets[0].settimeout(5)
+            assert sockets[0].recv(1) == b""  # closed by the server after head_timeout_s
+            assert httpx.get(f"{url}/health/live", timeout=5).status_code == 200
+        finally:
+            for sock in sockets:
+                sock.close()
+
+
+def test_an_unfinished_head_after_an_answered_request_is_closed_too(tmp_path):
+    with serving(tmp_path) as (_, port), socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(5)
+        sock.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+        sock.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n")  # the second head never finished
+        started = time.monotonic()
+        while sock.recv(65536):
+            pass
+        assert time.monotonic() - started < 4  # closed after head_timeout_s (1 s), not the keep-alive timeout
+
+
+def test_an_oversized_request_head_is_a_431_and_the_connection_closes(tmp_path):
+    with serving(tmp_path, head_timeout_s=30) as (url, port), socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.settimeout(10)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        answer = b""
+        try:
+            for n in range(200):  # 200 headers of 1 KiB: 200 KiB of head, never finished
+                sock.sendall(b"x-pad-%d: %s\r\n" % (n, b"a" * 1024))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server closed the connection while the client still sent
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:200]
+        assert b"at most 65536 bytes" in answer
+        assert httpx.get(f"{url}/health/live", timeout=5).status_code == 200
 
 
 def test_a_restart_on_thousands_of_keys_is_fast_and_small(tmp_path):
@@ -201,4 +242,4 @@ def test_a_restart_on_thousands_of_keys_is_fast_and_small(tmp_path):
     with TestClient(app) as client:  # an old key is still answered from the records, the same task
         task = client.post("/v1/task", json={"task_key": "k2999", "difficulty": difficulty}).json()["task"]
         assert task["task_key"] == "k2999"
-        assert client.post("/v1/gold", json={"task": task}).status_code == 200
+        assert client.post("/v1/gold", json={"task_key": task["task_key"]}).status_code == 200

@@ -107,7 +107,7 @@ async def soak(url: str, pid: int, seconds: float) -> dict:
                 continue
             task = answer["task"]
             gold = [m.model_dump(mode="json") for m in gold_trajectory(SimulatedTask.model_validate(task))]
-            context = {"task": task, "step": body["step"], "episode_id": body["episode_id"]}
+            context = {"task_key": task["task_key"], "step": body["step"], "episode_id": body["episode_id"]}
             for position, message in enumerate(gold):
                 if message["role"] != "assistant":
                     continue

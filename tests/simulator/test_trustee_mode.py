@@ -77,7 +77,7 @@ def test_toolbench_style_values_reach_the_tool_role_with_trustees_call_text_and_
     task = _task(client, upstreams[0])
     upstreams[0].push('{"result": {"sent": true}, "reward": 0.5}')
     history = _conversation(task)
-    answer = client.post("/v1/tool", json={"task": task, "history": history,
+    answer = client.post("/v1/tool", json={"task_key": task["task_key"], "history": history,
                                            "call": history[-1]["tool_calls"][0]}).json()
     assert answer["outcome"] == "ok" and answer["is_error"] is False
     assert answer["result"] == '{"sent": true}' and answer["reward"] == 0.5
@@ -93,7 +93,7 @@ def test_toolbench_style_values_reach_the_tool_role_with_trustees_call_text_and_
 def test_a_tool_the_task_does_not_offer_is_refused_without_a_model_call(trustee, upstreams):
     client = trustee()
     task = _task(client, upstreams[0])
-    answer = client.post("/v1/tool", json={"task": task, "history": [],
+    answer = client.post("/v1/tool", json={"task_key": task["task_key"], "history": [],
                                            "call": {"function": {"name": "nope", "arguments": {}}}}).json()
     assert answer["is_error"] is True and answer["reward"] == -1 and len(upstreams[0].requests) == 1
 
@@ -103,12 +103,12 @@ def test_user_and_verifier_get_the_first_message_as_the_original_query(trustee, 
     task = _task(client, upstreams[0])
     history = _conversation(task)
     upstreams[0].push('{"response": 42, "reward": 7}')
-    user = client.post("/v1/user", json={"task": task, "history": history}).json()
+    user = client.post("/v1/user", json={"task_key": task["task_key"], "history": history}).json()
     assert user["reply"] == "42" and user["reward"] == 1.0 and user["done"] is False  # clamped, text
     fields = _fields(upstreams[0].requests[-1], "USER")
     assert fields["query"] == SYSTEM and fields["latest"] == history[-1]["content"]
     upstreams[0].push('{"reward": -0.5}')  # no reasoning: TRUSTEE needs only the reward
-    verdict = client.post("/v1/verify", json={"task": task, "trajectory": history, "num_criteria": 2}).json()
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": history, "num_criteria": 2}).json()
     assert verdict["outcome"] == "ok" and verdict["reward"] == -0.5
     assert verdict["criteria"] == ["criterion one", "criterion two"]
     fields = _fields(upstreams[0].requests[-1], "VERIFY")
@@ -121,7 +121,7 @@ def test_the_verifier_is_asked_even_without_a_call_and_a_reward_is_recovered_fro
     no_call = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "hi"},
                {"role": "assistant", "content": "I cannot help."}]
     upstreams[0].push('<think>The agent made no call, so "reward": -1 is right, and the reasoning is')
-    verdict = client.post("/v1/verify", json={"task": task, "trajectory": no_call, "num_criteria": 1}).json()
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": no_call, "num_criteria": 1}).json()
     assert verdict["outcome"] == "ok" and verdict["reward"] == -1 and len(upstreams[0].requests) == 2
 
 
@@ -130,7 +130,7 @@ def test_trustees_attempts_three_per_role_two_for_the_author(trustee, upstreams)
     task = _task(client, upstreams[0])
     before = len(upstreams[0].requests)
     upstreams[0].push(*["not json at all"] * 5)
-    answer = client.post("/v1/user", json={"task": task, "history": _conversation(task)}).json()
+    answer = client.post("/v1/user", json={"task_key": task["task_key"], "history": _conversation(task)}).json()
     assert answer["outcome"] == "aborted" and answer["abort_cause"] == "parse"
     assert len(upstreams[0].requests) - before == 3
     upstreams[0].reset()

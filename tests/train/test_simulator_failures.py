@@ -66,9 +66,10 @@ def test_unreachable_simulator_is_an_abort_not_an_exception(tokenizer):
 def test_a_wrong_answer_shape_is_a_parse_abort(tokenizer):
     async def call(url):
         async with SimulatorClient(url, RoleTimeouts(verify=5), retries=0) as client:
-            return await client.verify(VerifyRequest.model_construct(task=None, trajectory=[], num_criteria=2))
+            return await client.verify(VerifyRequest(task_key="k", trajectory=[], num_criteria=2))
 
     with StubSimulator() as sim:
+        sim.tasks["k"] = {"call_expected": True}  # as if /v1/task had answered it
         sim._verify = lambda body: {"reward": 7}  # not in {-1, 0, 1}
         answer = asyncio.run(call(sim.url))
     assert answer.outcome == "aborted" and answer.abort_cause in {"parse", "validation"}

@@ -85,7 +85,8 @@ from toolcanary.contract.tasks import (
 # 1.2: role rewards are numbers in [-1, 1] (the trustee mode keeps TRUSTEE's fractional scores); the simulator
 # records the library it draws from in libraries.jsonl.
 # 1.3: POST /v1/gold gives the ideal conversation for a task (the trainer's warm start asks it over HTTP).
-CONTRACT_VERSION = "1.3"
+# 1.4: tool, user, verify and gold requests carry the `task_key` of an authored task instead of the task.
+CONTRACT_VERSION = "1.4"
 
 __all__ = [
     "RUN_ID_RULE",

@@ -1,5 +1,8 @@
 """Requests and responses of the simulator's four roles: task author, tool, user and verifier.
 
+The tool, user and verifier requests (and the gold request) name their task by `task_key`, the key the task
+author answered it under: the simulator keeps every task it authored, so the task itself never travels again.
+
 Every response says whether the role finished (`outcome="ok"`) or gave up after its retries
 (`outcome="aborted"`, with the cause). An aborted response carries no reward: the trainer drops the
 episode from the loss instead of inventing a score.
@@ -28,6 +31,9 @@ ROLES: tuple[Role, ...] = ("task", "tool", "user", "verify")
 MAX_STEP = 10**6  # a training step beyond any run; a larger one is refused (it names a record file)
 
 
+TaskKey = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid")
     step: int | None = Field(None, ge=0, le=MAX_STEP, description="training step, for the per-step record file")
@@ -53,9 +59,7 @@ class Outcome(BaseModel):
 
 # --- task author --------------------------------------------------------------------------------
 class TaskRequest(_Request):
-    task_key: str = Field(
-        min_length=1, max_length=200, description="same key, same task (one per GRPO group)"
-    )
+    task_key: TaskKey = Field(description="same key, same task (one per GRPO group)")
     difficulty: DifficultySettings
 
 
@@ -65,7 +69,7 @@ class TaskResponse(Outcome):
 
 # --- tool ---------------------------------------------------------------------------------------
 class ToolRequest(_Request):
-    task: SimulatedTask
+    task_key: TaskKey = Field(description="the key /v1/task answered the task under")
     history: list[Message] = Field(default_factory=list, max_length=512)
     call: ToolCall
 
@@ -78,7 +82,7 @@ class ToolResponse(Outcome):
 
 # --- user ---------------------------------------------------------------------------------------
 class UserRequest(_Request):
-    task: SimulatedTask
+    task_key: TaskKey = Field(description="the key /v1/task answered the task under")
     history: list[Message] = Field(default_factory=list, max_length=512)
 
 
@@ -90,7 +94,7 @@ class UserResponse(Outcome):
 
 # --- verifier -----------------------------------------------------------------------------------
 class VerifyRequest(_Request):
-    task: SimulatedTask
+    task_key: TaskKey = Field(description="the key /v1/task answered the task under")
     trajectory: list[Message] = Field(max_length=1024)
     num_criteria: int = Field(2, ge=1, le=5, description="how many of the ordered criteria apply")
 
@@ -105,7 +109,7 @@ class VerifyResponse(Outcome):
 class GoldRequest(_Request):
     """`POST /v1/gold`: the ideal conversation for a task the simulator authored, for a warm start."""
 
-    task: SimulatedTask
+    task_key: TaskKey = Field(description="the key /v1/task answered the task under")
 
 
 class GoldResponse(Outcome):
@@ -140,7 +144,8 @@ class RoleRecord(BaseModel):
     """One JSON line of `volumes/runs/<run>/simulator/step_NNNN.jsonl`: a role call as it happened.
 
     Written and flushed per call, so a killed service loses nothing it answered. Task-author records hold
-    the generated task in `response["task"]`, which is what the contamination audit reads.
+    the generated task in `response["task"]`, which is what the contamination audit reads; every other record
+    holds the request as sent, whose `task_key` refers to that task.
     """
 
     contract_version: str

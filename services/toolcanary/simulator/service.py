@@ -4,9 +4,11 @@ Whatever the backend does, a role call ends in a contract response: an exception
 aborted response (cause `upstream`, the exception in `abort_detail`), is logged with its traceback, recorded
 and counted, and never surfaces as a server error or as a made-up reward.
 
-The tool, user and verifier roles play the task this simulator authored under the request's `task.task_key`,
-never one the client made up: a key it never issued is refused (`TaskNotIssued`, 422) and a task that differs
-from the stored one is refused (`TaskMismatch`, 409), before the backend runs, so neither earns a reward.
+The tool, user and verifier roles play the task this simulator authored under the request's `task_key`: the
+request names the task, the service looks it up in its `TaskRegistry` and hands it to the backend next to the
+request. A key it never issued is refused (`TaskNotIssued`, 422) before the backend runs, so it earns no
+reward and leaves no record. The record of a role call stores the request as sent, so its `task_key` refers
+to the task-author record that holds the task, instead of repeating the task in every line.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from toolcanary.contract import (
     CONTRACT_VERSION,
     Outcome,
     RoleRecord,
+    SimulatedTask,
     TaskRequest,
     TaskResponse,
     ToolRequest,
@@ -43,18 +46,9 @@ class TaskNotIssued(Exception):
     def __init__(self, key: str) -> None:
         self.key = key
         super().__init__(
-            f"task.task_key {key[:200]!r}: expected the key of a task this simulator authored (POST /v1/task), "
-            "got a key it never issued; ask /v1/task for the task first and send back the task it answered")
+            f"task_key {key[:200]!r}: expected the key of a task this simulator authored (POST /v1/task), "
+            "got a key it never issued; ask /v1/task for the task first and send back the task_key it answered")
 
-
-class TaskMismatch(Exception):
-    """A role request whose task differs from the one the simulator authored under its key."""
-
-    def __init__(self, key: str, fields: list[str]) -> None:
-        self.key, self.fields = key, fields
-        super().__init__(
-            f"task.task_key {key[:200]!r}: expected the task this simulator authored under that key, got one that "
-            f"differs in {', '.join(fields[:10])}; send back the task /v1/task answered, unchanged")
 
 log = logging.getLogger(__name__)
 
@@ -94,35 +88,28 @@ class SimulatorService:
         self.metrics.set("tasks_in_memory", self.registry.in_memory)
         return response
 
-    def issued(self, request):
-        """`request`, checked to carry the task stored under its key (and given that stored task).
+    def resolve(self, key: str) -> SimulatedTask:
+        """The task this simulator authored under `key`.
 
         Raises:
             TaskNotIssued: no task was authored under the key.
-            TaskMismatch: the task sent differs from the stored one.
         """
-        sent = request.task
-        stored = self.registry.get(sent.task_key)
-        if stored is None:
-            raise TaskNotIssued(sent.task_key)
-        if stored is not sent:
-            want, got = stored.model_dump(mode="json"), sent.model_dump(mode="json")
-            differ = [name for name in want.keys() | got.keys() if want.get(name) != got.get(name)]
-            if differ:
-                raise TaskMismatch(sent.task_key, sorted(differ))
-        return request.model_copy(update={"task": stored})
+        task = self.registry.get(key)
+        if task is None:
+            raise TaskNotIssued(key)
+        return task
 
     async def tool(self, request: ToolRequest) -> ToolResponse:
-        request = self.issued(request)
-        return await self._run("tool", request, ToolResponse, lambda: self.backend.tool(request))
+        task = self.resolve(request.task_key)
+        return await self._run("tool", request, ToolResponse, lambda: self.backend.tool(task, request))
 
     async def user(self, request: UserRequest) -> UserResponse:
-        request = self.issued(request)
-        return await self._run("user", request, UserResponse, lambda: self.backend.user(request))
+        task = self.resolve(request.task_key)
+        return await self._run("user", request, UserResponse, lambda: self.backend.user(task, request))
 
     async def verify(self, request: VerifyRequest) -> VerifyResponse:
-        request = self.issued(request)
-        return await self._run("verify", request, VerifyResponse, lambda: self.backend.verify(request))
+        task = self.resolve(request.task_key)
+        return await self._run("verify", request, VerifyResponse, lambda: self.backend.verify(task, request))
 
     async def _run(self, role: str, request, response_type: type, produce: Callable[[], Awaitable[RoleOutput]]):
         started = time.perf_counter()
@@ -142,7 +129,8 @@ class SimulatorService:
         return response
 
     def _record(self, role: str, request, response: Outcome, retries: int) -> None:
-        record = RoleRecord(
+        # Built from values this process made and checked: validating them again would only cost time.
+        record = RoleRecord.model_construct(
             contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="milliseconds"),
             run=self.settings.run, step=request.step, role=role, backend=self.backend.name,
             episode_id=request.episode_id, request=request.model_dump(mode="json"),

@@ -70,8 +70,9 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                            "get a 503 at once instead of queueing (above the "
                                                            "trainer's concurrent episodes)")
     timeout_keep_alive_s: int = Field(5, ge=1, description="seconds an idle keep-alive connection stays open")
-    head_timeout_s: float = Field(10.0, gt=0, description="seconds a new connection has to send a whole request "
-                                                          "head before it is closed")
+    head_timeout_s: float = Field(10.0, gt=0, description="seconds a connection has to send a whole request "
+                                                          "head (from opening, or from a head's first bytes) "
+                                                          "before it is closed")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest accepted request body")
     upstreams: Annotated[list[str], NoDecode] = Field(default_factory=list, description="OpenAI-compatible base "
                                                       "URLs (llm backend); comma-separated in the environment")

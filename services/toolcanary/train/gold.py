@@ -38,7 +38,7 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
                 continue
             # Mostly the level-1 prompt the run starts with, sometimes another rung of the ladder.
             system = SYSTEM_PROMPTS[0 if rng.random() < 0.75 else rng.randint(1, 3)]
-            gold = await sim.gold(GoldRequest(task=answer.task))
+            gold = await sim.gold(GoldRequest(task_key=answer.task.task_key))
             if gold.outcome != "ok":
                 logger.warning("warm start: no gold conversation for %s (%s)", request.task_key, gold.abort_detail)
                 continue

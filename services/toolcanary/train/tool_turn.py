@@ -53,7 +53,7 @@ async def run_tool_turn(sim: SimulatorClient, task: SimulatedTask, history: list
             text = (f"Error: Tool {name} not found" if trustee
                     else f"Error: tool '{name}' not found. Available tools: {offered}.")
             return name, ToolResponse(result=text, is_error=True, reward=-1)
-        response = await sim.tool(ToolRequest(task=task, history=history, call=attempt, step=spec.step,
+        response = await sim.tool(ToolRequest(task_key=task.task_key, history=history, call=attempt, step=spec.step,
                                               episode_id=spec.episode_id))
         return name, response
 

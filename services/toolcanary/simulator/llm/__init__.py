@@ -155,8 +155,8 @@ class LlmBackend:
         )
         return attempts.ok(TaskResponse(task=task))
 
-    async def tool(self, request: ToolRequest) -> RoleOutput:
-        task, call = request.task, request.call
+    async def tool(self, task: SimulatedTask, request: ToolRequest) -> RoleOutput:
+        call = request.call
         if self.trustee:
             if task.tool(call.function.name) is None:
                 return RoleOutput(ToolResponse(result=f"Error: Tool {call.function.name} not found", is_error=True,
@@ -175,12 +175,12 @@ class LlmBackend:
         reward = output.reward if task.call_expected else -1
         return attempts.ok(ToolResponse(result=output.result, is_error=output.is_error, reward=reward))
 
-    async def user(self, request: UserRequest) -> RoleOutput:
+    async def user(self, task: SimulatedTask, request: UserRequest) -> RoleOutput:
         if self.trustee:
-            messages = prompts_trustee.user(self.trustee, request.task, request.history)
+            messages = prompts_trustee.user(self.trustee, task, request.history)
             reader = TrusteeUserOutput.model_validate
         else:
-            messages = [{"role": "user", "content": prompts.user(request.task, request.history)}]
+            messages = [{"role": "user", "content": prompts.user(task, request.history)}]
             reader = UserOutput.model_validate
         output, attempts = await self._ask("user", messages, self.settings.max_tokens, reader)
         if output is None:
@@ -189,8 +189,8 @@ class LlmBackend:
         reply = output.response if self.trustee else output.response.strip()
         return attempts.ok(UserResponse(reply=reply, reward=output.reward, done=reply == ""))
 
-    async def verify(self, request: VerifyRequest) -> RoleOutput:
-        task, trajectory = request.task, request.trajectory
+    async def verify(self, task: SimulatedTask, request: VerifyRequest) -> RoleOutput:
+        trajectory = request.trajectory
         if self.trustee:
             messages, criteria = prompts_trustee.verifier(self.trustee, task, trajectory, request.num_criteria)
             reader = TrusteeVerifierOutput.model_validate

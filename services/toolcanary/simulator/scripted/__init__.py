@@ -8,7 +8,14 @@ and `plan` for what each role does, and `gold` for the ideal conversation of a t
 
 from __future__ import annotations
 
-from toolcanary.contract import TaskRequest, TaskResponse, ToolRequest, UserRequest, VerifyRequest
+from toolcanary.contract import (
+    SimulatedTask,
+    TaskRequest,
+    TaskResponse,
+    ToolRequest,
+    UserRequest,
+    VerifyRequest,
+)
 from toolcanary.simulator.backend import RoleOutput
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.scripted.author import make_task
@@ -28,15 +35,15 @@ class ScriptedBackend:
         task = make_task(self.index, request.difficulty, request.task_key, self.seed, abstain)
         return RoleOutput(TaskResponse(task=task))
 
-    async def tool(self, request: ToolRequest) -> RoleOutput:
+    async def tool(self, task: SimulatedTask, request: ToolRequest) -> RoleOutput:
         hint = self.index.result_hints.get(request.call.function.name)
-        return RoleOutput(tool_turn(request.task, request.history, request.call, hint))
+        return RoleOutput(tool_turn(task, request.history, request.call, hint))
 
-    async def user(self, request: UserRequest) -> RoleOutput:
-        return RoleOutput(user_turn(request.task, request.history))
+    async def user(self, task: SimulatedTask, request: UserRequest) -> RoleOutput:
+        return RoleOutput(user_turn(task, request.history))
 
-    async def verify(self, request: VerifyRequest) -> RoleOutput:
-        return RoleOutput(verify(request.task, request.trajectory, request.num_criteria))
+    async def verify(self, task: SimulatedTask, request: VerifyRequest) -> RoleOutput:
+        return RoleOutput(verify(task, request.trajectory, request.num_criteria))
 
     async def unavailable(self) -> list[dict[str, str]]:
         return []  # depends on nothing outside the process
