@@ -7,7 +7,6 @@ fixed assistant texts, or the gold turns of the task being played, token in and 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import random
 import sys
@@ -91,9 +90,9 @@ def make_spec(key: str, *, call_expected: bool = True, num_tools: int = 1, membe
 
 
 def run_episodes(tokenizer, client, url: str, specs: list[EpisodeSpec], response_length: int = 1024, **options):
-    runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=4096,
-                           response_length=response_length, loop_options={"http_retries": 1, **options})
-    return asyncio.run(runner.run(specs))
+    with EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=4096, response_length=response_length,
+                       loop_options={"http_retries": 1, **options}) as runner:
+        return runner.run_step(specs)
 
 
 def fetch_task(url: str, spec: EpisodeSpec):

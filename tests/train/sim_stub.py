@@ -2,12 +2,22 @@
 
 Used where the real scripted simulator cannot produce a case (HTTP 500s, 4xx, hangs, aborted roles, another
 contract version, fixed latency for the benchmark). It runs aiohttp in its own thread and records every
-request it received.
+request it received. Like the real simulator it keeps the task it answered per key, and refuses (422) a role
+request whose `task_key` it never answered.
+
+The rollout benchmark runs it in a process of its own, as the simulator runs, so that its CPU is not counted
+against the trainer: it prints its URL, serves until its standard input closes, then prints the number of
+requests per role as JSON.
+
+    python tests/train/sim_stub.py --delay-s 0.1 --per-episode-results
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -31,7 +41,8 @@ class StubBehaviour:
 
     `fail_from_step`: failures apply only to requests of that step and later. `contract_version` and
     `ready_status` shape the readiness answer (GET /v1/ready and /health); `token`, when set, is required on
-    /v1/* as the real simulator requires it.
+    /v1/* as the real simulator requires it. `per_episode_results`: each tool result names its episode and
+    differs from every other, as a real simulator's do (identical results would flatter any render cache).
     """
 
     delay_s: float = 0.0
@@ -42,6 +53,7 @@ class StubBehaviour:
     contract_version: str = CONTRACT_VERSION
     ready_status: int = 200
     token: str | None = None
+    per_episode_results: bool = False
 
 
 class StubSimulator:
@@ -108,6 +120,10 @@ class StubSimulator:
                 return web.Response(status=503, text="stub shutting down")
             if failure == "aborted":
                 return web.json_response({"outcome": "aborted", "abort_cause": "timeout", "abort_detail": "stub"})
+            if role != "task" and body.get("task_key") not in self.tasks:
+                # As the real simulator: the roles play only the tasks /v1/task answered.
+                return web.json_response({"error": f"task_key {body.get('task_key')!r}: never issued",
+                                          "detail": [{"field": "task_key"}]}, status=422)
             answer = getattr(self, f"_{role}")(body)
             answer.setdefault("prompt_tokens", 10)
             answer.setdefault("completion_tokens", 5)
@@ -131,7 +147,10 @@ class StubSimulator:
     def _tool(self, body: dict) -> dict:
         request = ToolRequest.model_validate(body)
         name, args = request.call.function.name, request.call.function.arguments
-        return {"result": f"{name}({args}) = sunny, 21 C", "reward": 1 if name == "get_weather" else 0}
+        result = f"{name}({args}) = sunny, 21 C"
+        if self.behaviour.per_episode_results:
+            result += f", observed for {request.episode_id} at station {len(self.requests['tool'])}"
+        return {"result": result, "reward": 1 if name == "get_weather" else 0}
 
     def _user(self, body: dict) -> dict:
         UserRequest.model_validate(body)
@@ -145,7 +164,7 @@ class StubSimulator:
         if self.behaviour.verify_reward is not None:
             return {"reward": self.behaviour.verify_reward, "reasoning": "fixed"}
         called = any(getattr(m, "tool_calls", None) for m in request.trajectory)
-        good = called if request.task.call_expected else not called
+        good = called if self.tasks[request.task_key]["call_expected"] else not called
         return {"reward": 1 if good else -1, "reasoning": "stub"}
 
 
@@ -156,3 +175,19 @@ def wait_until(predicate, timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.05)
     return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="Serve the simulator stub until standard input closes.")
+    parser.add_argument("--delay-s", type=float, default=0.0, help="seconds every role call waits")
+    parser.add_argument("--per-episode-results", action="store_true", help="tool results differ per episode")
+    args = parser.parse_args()
+    with StubSimulator(StubBehaviour(delay_s=args.delay_s, per_episode_results=args.per_episode_results)) as sim:
+        print(sim.url, flush=True)
+        sys.stdin.read()
+        print(json.dumps({role: len(requests) for role, requests in sim.requests.items()}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -93,3 +93,57 @@ def test_masked_environment_tokens_are_not_trained(tiny_dir):
         grpo_update(policy, reference, optimizer, outputs, config=GrpoConfig(max_grad_norm=1e9))
         grads.append(torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None]))
     assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def _independent_loss(policy, reference, outputs, config: GrpoConfig) -> torch.Tensor:
+    """The same objective written from the formulas, one padded batch with full logits, no verl."""
+    rows = [o for o in outputs if sum(o.response_mask)]
+    rewards = {}
+    for o in rows:
+        rewards.setdefault(o.extra_fields["episode"]["task_key"], []).append(float(o.reward_score))
+    width = max(len(o.prompt_ids) + len(o.response_ids) for o in rows)
+    ids = torch.zeros((len(rows), width), dtype=torch.long)
+    attention, trained = torch.zeros_like(ids), torch.zeros((len(rows), width - 1))
+    advantages = torch.zeros((len(rows), 1))
+    for row, o in enumerate(rows):
+        sequence = list(o.prompt_ids) + list(o.response_ids)
+        ids[row, : len(sequence)], attention[row, : len(sequence)] = torch.tensor(sequence), 1
+        start = len(o.prompt_ids) - 1  # the position that predicts the first response token
+        trained[row, start: start + len(o.response_ids)] = torch.tensor(o.response_mask, dtype=torch.float32)
+        group = torch.tensor(rewards[o.extra_fields["episode"]["task_key"]])
+        advantages[row] = (float(o.reward_score) - group.mean()) / (group.std() + 1e-6)
+    targets = ids[:, 1:, None]
+    with torch.no_grad():
+        ref = reference(input_ids=ids, attention_mask=attention).logits[:, :-1].log_softmax(-1).gather(-1, targets)
+    new = policy(input_ids=ids, attention_mask=attention).logits[:, :-1].log_softmax(-1).gather(-1, targets)
+    new, ref = new[..., 0], ref[..., 0]
+    ratio = torch.exp(new - new.detach())  # on-policy: the old log-probabilities are these
+    pg = torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - config.clip_ratio, 1 + config.clip_ratio))
+    log_ratio = (ref - new).clamp(-20, 20)
+    kl = (torch.exp(log_ratio) - log_ratio - 1).clamp(-10, 10)
+    return ((pg + config.kl_coef * kl) * trained).sum() / trained.sum()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_update_matches_an_independent_computation_of_loss_and_gradients(tiny_dir, threads):
+    # Any speed-up of grpo_update (fewer logits, no recompute, threads) must leave the objective as it was.
+    policy, _ = load_policy(tiny_dir)
+    reference = copy.deepcopy(policy).eval()
+    with torch.no_grad():  # a reference that differs from the policy, so the KL term has a gradient
+        for weight in reference.parameters():
+            weight.add_(0.02 * torch.randn(weight.shape, generator=torch.Generator().manual_seed(weight.numel())))
+    config = GrpoConfig(max_grad_norm=1e9)
+    outputs = [_output("g0", [40, 41, 42, 43], 1.0, mask=[1, 1, 0, 1]), _output("g0", [50, 51], -1.0),
+               _output("g0", [52, 53, 54], 0.5), _output("g1", [60, 61, 62], 1.0), _output("g1", [63], 0.0),
+               _output("g1", [64, 65], 0.0, aborted=True)]
+    loss = _independent_loss(policy, reference, outputs, config)
+    loss.backward()
+    expected, expected_loss = [p.grad.clone() for p in policy.parameters()], float(loss.detach())
+    assert sum(float(g.abs().sum()) for g in expected) > 0
+    before = torch.get_num_threads()
+    stats = grpo_update(policy, reference, torch.optim.SGD(policy.parameters(), lr=0.0), outputs, config=config,
+                        threads=threads)
+    assert torch.get_num_threads() == before  # the caller's threads are restored
+    assert stats["loss"] == pytest.approx(expected_loss, rel=1e-4, abs=1e-6)
+    for got, want in zip((p.grad for p in policy.parameters()), expected, strict=True):
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-7)

@@ -8,7 +8,6 @@ Run: .venvs/train/bin/python -m pytest tests/train/test_trustee_loop.py -q
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 
@@ -169,9 +168,9 @@ def test_a_task_whose_prompt_exceeds_the_budget_is_dropped_before_any_generation
     options = {"mode": "trustee", "trustee_dir": str(trustee_checkout)} if trustee else {}
     with StubSimulator() as stub:
         client = ReplayClient(tokenizer, [CALL])
-        runner = EpisodeRunner(tokenizer, client, simulator_url=stub.url, prompt_length=64, response_length=256,
-                               loop_options={"http_retries": 1, **options})
-        (out,) = asyncio.run(runner.run([make_spec("long")]))
+        with EpisodeRunner(tokenizer, client, simulator_url=stub.url, prompt_length=64, response_length=256,
+                           loop_options={"http_retries": 1, **options}) as runner:
+            (out,) = runner.run_step([make_spec("long")])
     episode = out.extra_fields["episode"]
     assert (episode["abort_role"], episode["abort_cause"]) == ("task", "too_large")
     assert "64-token prompt budget" in episode["abort_detail"] and len(out.prompt_ids) == 64

@@ -3,6 +3,12 @@
 Registered with verl as `toolcanary_simulated`. Token in, token out: the prompt is rendered once with the
 task's own tools, policy tokens are appended as generated (mask 1) and tool/user replies are appended as
 rendered deltas (mask 0) through verl's Continuous Token builder; the history is never re-rendered.
+The builder is called inline rather than through verl's `ct_*` executor hops (rendering holds the GIL, so a
+thread buys no parallelism and costs a hand-off per turn). Renders are shared across a worker's episodes
+(`share_renders`): a task's prompt is the same for the n samples of its group, and every reply delta is
+the difference between two renders whose first is one of a few fixed synthetic prefixes. Replies are rendered
+without the tool schemas, most of each render's text, where the chat template renders them the same without
+(checked once per tokenizer and kind of reply, by rendering both ways).
 A simulator failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out
 of the loss and the group statistics); the trainers count the causes, and stop the run on a refused token. A
 task whose prompt is longer than the prompt budget is dropped the same way (`too_large`), as TRUSTEE's
@@ -31,11 +37,15 @@ verl builds one instance per sample; options arrive as keyword arguments from ag
 from __future__ import annotations
 
 import asyncio
+import gc
+import json
 import os
 import socket
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from pydantic import TypeAdapter
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
@@ -53,6 +63,49 @@ from toolcanary.train.tool_turn import run_tool_turn
 AGENT_NAME = "toolcanary_simulated"
 _MESSAGES = TypeAdapter(list[Message])
 _CLIENTS: dict[tuple[str, int], SimulatorClient] = {}
+RENDER_CACHE_SIZE = 512
+# Per tokenizer (one per worker process): recent renders, most recent last, and whether a kind of reply
+# renders the same without the tool schemas.
+_RENDERS: WeakKeyDictionary[Any, OrderedDict[str, list[int]]] = WeakKeyDictionary()
+_SCHEMA_FREE: WeakKeyDictionary[Any, dict[str, bool]] = WeakKeyDictionary()
+_HEAP_FROZEN = False
+
+
+def freeze_heap_once() -> None:
+    """Move what the process has loaded so far (model, tokenizer, libraries) out of the collector's reach.
+
+    The cyclic collector otherwise walks those long-lived objects on every full collection, and a rollout's
+    many short-lived dicts trigger collections often. Called when the first episode loop is built, which is
+    after the model loads in the CPU trainer.
+    """
+    global _HEAP_FROZEN
+    if not _HEAP_FROZEN:
+        gc.collect()
+        gc.freeze()
+        _HEAP_FROZEN = True
+
+
+def share_renders(builder, template_options: str) -> None:
+    """Serve the builder's chat-template renders from its tokenizer's cache of recent ones.
+
+    verl's text builders (0.9.1) render through `_render_tokens`, a pure function of the messages, tools and
+    template options; a builder lives for one episode, the cache for the worker.
+    """
+    cache = _RENDERS.setdefault(builder.tokenizer, OrderedDict())
+    render = builder._render_tokens
+
+    def cached(messages: list[dict], *, add_generation_prompt: bool, tools: list[dict] | None = None) -> list[int]:
+        key = json.dumps([messages, add_generation_prompt, tools, template_options], sort_keys=True, default=str)
+        ids = cache.get(key)
+        if ids is None:
+            ids = cache[key] = render(messages, add_generation_prompt=add_generation_prompt, tools=tools)
+            if len(cache) > RENDER_CACHE_SIZE:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
+        return list(ids)
+
+    builder._render_tokens = cached
 
 
 def shared_client(url: str, timeouts: RoleTimeouts, retries: int, max_in_flight: int) -> SimulatorClient:
@@ -94,6 +147,11 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         self.trustee = TrusteeCheckout.open(trustee_dir) if mode == "trustee" else None
         stops = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
         self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
+        # Part of every render-cache key: the same tokenizer may render under other template options.
+        self.template_options = json.dumps(dict(self.continuous_token_builder.chat_template_kwargs),
+                                           sort_keys=True, default=str)
+        share_renders(self.continuous_token_builder, self.template_options)
+        freeze_heap_once()
 
     def system_prompt(self, level: int) -> str:
         return self.trustee.system_prompt(level) if self.trustee else SYSTEM_PROMPTS[level]
@@ -117,16 +175,15 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         record.simulator_tokens += got.prompt_tokens + got.completion_tokens
         if got.outcome == "aborted" or got.task is None:
             record.abort("task", got.abort_cause, got.abort_detail or "no task in the answer")
-            prompt_ids = await self.ct_build_initial_tokens(messages)
+            prompt_ids = self.continuous_token_builder.build_initial_tokens(messages)
             return self._output(prompt_ids, [self.tokenizer.eos_token_id], [0], None, record, started)
         task = got.task
         record.task_id, record.call_expected = task.task_id, task.call_expected
         messages.append({"role": "user", "content": task.first_user_query})
         tools = [tool.model_dump(mode="json") for tool in task.tools]
-        # Built here rather than by ct_build_initial_tokens, which left-truncates an over-long prompt (system
-        # prompt and tools first) with only a log warning.
-        prompt_ids = await self.loop.run_in_executor(
-            None, lambda: self.continuous_token_builder.build_initial_tokens(messages, tools=tools))
+        # Not ct_build_initial_tokens, which left-truncates an over-long prompt (system prompt and tools first)
+        # with only a log warning.
+        prompt_ids = self.continuous_token_builder.build_initial_tokens(messages, tools=tools)
         if len(prompt_ids) > self.prompt_length:
             record.abort("task", "too_large", f"the task's prompt is {len(prompt_ids)} tokens, over the "
                          f"{self.prompt_length}-token prompt budget (TRUSTEE drops such tasks)")
@@ -147,8 +204,9 @@ class SimulatedEpisodeLoop(AgentLoopBase):
                                                      sampling_params=params)
             if out.log_probs is None:
                 logprobs = None
-            merged, mask, logprobs = await self.ct_merge_assistant_token(
-                runtime, out.token_ids, mask, logprobs, out.log_probs if logprobs is not None else None)
+            merged = self.continuous_token_builder.merge_assistant_tokens(runtime, out.token_ids)
+            mask, logprobs = self.continuous_token_builder.align_response_metadata(
+                merged, mask, logprobs, assistant_logprobs=out.log_probs if logprobs is not None else None)
             runtime = merged.token_ids
             record.assistant_turns += 1
             parsed = parse_assistant_text(self._decode(out.token_ids))
@@ -179,7 +237,7 @@ class SimulatedEpisodeLoop(AgentLoopBase):
                 if not trustee:
                     record.tool_turns += 1
             else:
-                answer = await sim.user(UserRequest(task=task, history=history(), step=spec.step,
+                answer = await sim.user(UserRequest(task_key=task.task_key, history=history(), step=spec.step,
                                                     episode_id=spec.episode_id))
                 record.simulator_tokens += answer.prompt_tokens + answer.completion_tokens
                 if trustee:
@@ -200,8 +258,8 @@ class SimulatedEpisodeLoop(AgentLoopBase):
                     record.stop_reason = "user_terminated"
             previous = list(messages)
             messages.extend(appended)
-            merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, runtime, mask, logprobs,
-                                                                     tools=tools)
+            merged = self._merge_replies(previous, messages, runtime, tools)
+            mask, logprobs = self.continuous_token_builder.align_response_metadata(merged, mask, logprobs)
             runtime = merged.token_ids
             if record.stop_reason == "user_terminated":
                 break
@@ -218,10 +276,31 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         response = runtime[len(prompt_ids):]
         return self._output(prompt_ids, response, mask, logprobs, record, started)
 
+    def _merge_replies(self, previous: list[dict], messages: list[dict], runtime: list[int],
+                       tools: list[dict]):
+        """Render the replies appended after `previous` and join them to the runtime tokens.
+
+        The first time this worker merges a kind of reply (its roles), it renders with and without the tool
+        schemas and keeps the verdict; a template whose replies differ without the schemas, or that fails
+        without them, keeps getting them.
+        """
+        builder = self.continuous_token_builder
+        kind = json.dumps([[m["role"] for m in messages[len(previous):]], self.template_options])
+        verdicts = _SCHEMA_FREE.setdefault(self.tokenizer, {})
+        if kind not in verdicts:
+            merged = builder.merge_context_tokens(previous, messages, runtime, tools=tools)
+            try:
+                verdicts[kind] = builder.merge_context_tokens(previous, messages, runtime,
+                                                              tools=None).token_ids == merged.token_ids
+            except Exception:  # a template that cannot render without schemas keeps getting them
+                verdicts[kind] = False
+            return merged
+        return builder.merge_context_tokens(previous, messages, runtime, tools=None if verdicts[kind] else tools)
+
     async def _verify(self, sim: SimulatorClient, task, trajectory: list, spec: EpisodeSpec,
                       record: EpisodeRecord) -> None:
         """Score the episode; an episode already aborted keeps its first cause (TRUSTEE verifies it anyway)."""
-        verdict = await sim.verify(VerifyRequest(task=task, trajectory=trajectory, step=spec.step,
+        verdict = await sim.verify(VerifyRequest(task_key=task.task_key, trajectory=trajectory, step=spec.step,
                                                  episode_id=spec.episode_id, num_criteria=spec.num_criteria))
         record.simulator_tokens += verdict.prompt_tokens + verdict.completion_tokens
         if verdict.outcome == "aborted" or verdict.reward is None:

@@ -38,7 +38,7 @@ from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
 from toolcanary.train.generation_client import TransformersGenerationClient
 from toolcanary.train.gold import conversation_mix, gold_conversations, warm_start_requests
-from toolcanary.train.grpo import GrpoConfig, grpo_update
+from toolcanary.train.grpo import GrpoConfig, grpo_update, update_thread_count
 from toolcanary.train.held_out import answer_counts, held_out_answers
 from toolcanary.train.metrics import (
     append_episodes,
@@ -173,6 +173,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
     grpo = GrpoConfig(clip_ratio=settings.clip_ratio, kl_coef=settings.kl_coef, kl_type=settings.kl_type,
                       loss_agg_mode=settings.loss_agg_mode)
     params = {"temperature": settings.temperature, "top_p": settings.top_p}
+    update_threads = update_thread_count(settings.update_threads)
     key_prefix = task_key_prefix(settings.run_state(), settings.run)
     published = []
     breaker = CircuitBreaker(settings.max_aborted_frac, settings.max_aborted_steps)
@@ -191,44 +192,45 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
         return TrainingStopped(err.reason, f"{err.fix} (trainer state of step {finished} saved; the rerun "
                                            f"continues at step {finished + 1})")
 
-    for step in range(start + 1, settings.steps + 1):
-        began = time.monotonic()
-        level = curriculum.level
-        before = rng.getstate(), torch.get_rng_state()
-        try:
-            wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
-            specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
-                               rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
-                               task_pool=settings.task_pool, seed=settings.seed)
-            outputs = asyncio.run(runner.run(specs, params, progress=progress))
-            records = [o.extra_fields["episode"] for o in outputs]
-            fatal = fatal_stop(step, records)
-            if fatal is not None:
-                raise fatal
-        except TrainingStopped as err:
-            # Nothing of this step is kept: back to the generators' state before it, as the state file saves them.
-            rng.setstate(before[0])
-            torch.set_rng_state(before[1])
-            raise stopped(err, step - 1) from None
-        update = grpo_update(policy, reference, optimizer, outputs, config=grpo)
-        row = step_row(step, records, level=level, update=update, step_seconds=round(time.monotonic() - began, 3))
-        append_metrics_row(metrics_csv, row)
-        append_episodes(episodes_jsonl, records)
-        new_level = curriculum.update(row["reward_mean"])
-        logger.info("step %d: reward %.3f (std %.3f), aborted %.2f, calls/turn %.2f, kl %.4g, level %d -> %d, "
-                    "derived %s, %.1f s", step, row["reward_mean"], row["reward_std"], row["aborted_frac"],
-                    row["tool_call_share"], row["kl"], level, new_level, curriculum.derived().as_dict(),
-                    row["step_seconds"])
-        if step % settings.save_every == 0 or step == settings.steps:
-            save(step, publish=True)
-            published.append(publish_checkpoint(
-                policy, tokenizer, checkpoints, run=settings.run, step=step, base_model=base_model,
-                curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking))
-        if breaker.observe(step, records) is not None:
-            raise stopped(breaker.stop, step)
-    return {"run": settings.run, "resumed_from": start, "last_step": settings.steps,
-            "curriculum_level": curriculum.level, "published": [str(p) for p in published],
-            "train_metrics": str(metrics_csv), "episodes": str(episodes_jsonl)}
+    with runner:  # one event loop and simulator session for the whole run
+        for step in range(start + 1, settings.steps + 1):
+            began = time.monotonic()
+            level = curriculum.level
+            before = rng.getstate(), torch.get_rng_state()
+            try:
+                wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
+                specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
+                                   rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
+                                   task_pool=settings.task_pool, seed=settings.seed)
+                outputs = runner.run_step(specs, params, progress=progress)
+                records = [o.extra_fields["episode"] for o in outputs]
+                fatal = fatal_stop(step, records)
+                if fatal is not None:
+                    raise fatal
+            except TrainingStopped as err:
+                # Nothing of this step is kept: back to the generators' state before it, as the state file saves them.
+                rng.setstate(before[0])
+                torch.set_rng_state(before[1])
+                raise stopped(err, step - 1) from None
+            update = grpo_update(policy, reference, optimizer, outputs, config=grpo, threads=update_threads)
+            row = step_row(step, records, level=level, update=update, step_seconds=round(time.monotonic() - began, 3))
+            append_metrics_row(metrics_csv, row)
+            append_episodes(episodes_jsonl, records)
+            new_level = curriculum.update(row["reward_mean"])
+            logger.info("step %d: reward %.3f (std %.3f), aborted %.2f, calls/turn %.2f, kl %.4g, level %d -> %d, "
+                        "derived %s, %.1f s", step, row["reward_mean"], row["reward_std"], row["aborted_frac"],
+                        row["tool_call_share"], row["kl"], level, new_level, curriculum.derived().as_dict(),
+                        row["step_seconds"])
+            if step % settings.save_every == 0 or step == settings.steps:
+                save(step, publish=True)
+                published.append(publish_checkpoint(
+                    policy, tokenizer, checkpoints, run=settings.run, step=step, base_model=base_model,
+                    curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking))
+            if breaker.observe(step, records) is not None:
+                raise stopped(breaker.stop, step)
+        return {"run": settings.run, "resumed_from": start, "last_step": settings.steps,
+                "curriculum_level": curriculum.level, "published": [str(p) for p in published],
+                "train_metrics": str(metrics_csv), "episodes": str(episodes_jsonl)}
 
 
 def _loop_options(settings: TrainSettings) -> dict:

@@ -5,6 +5,15 @@ sampling_params) -> TokenOutput`. Requests that arrive together (the episodes of
 are batched into one left-padded `model.generate` call in a worker thread, so the event loop keeps
 serving simulator calls while the model runs.
 
+When a batch starts: a runner that calls `episode_started()` and `episode_finished()` around each episode
+tells the client how many episodes are live, and a batch starts once every live episode has asked (or
+`max_batch` have). A live episode that has not asked is talking to the simulator, or tokenizing its
+reply, and asks next; starting without it would leave it a batch of its own later, which costs about
+as much as the whole batch, since a decode step's cost barely grows with the rows at these sizes. So the
+client waits for it, but at most `max_wait_s` from the first request, so that a slow simulator call
+does not hold back every other episode. Without those calls (a caller with no runner) a batch starts
+`gather_s` after its first request.
+
 Each request samples from a random generator of its own, seeded by (seed, request id, prompt length), so
 its tokens depend on its prompt and the weights, not on which requests shared its batch or in what order
 they came: how the simulator's latency groups the episodes into batches cannot change a run. This is what
@@ -60,28 +69,64 @@ class PerRequestSampler(LogitsProcessor):
 
 
 class TransformersGenerationClient:
-    """Batched sampling from a causal LM on CPU; `max_batch` bounds one forward batch."""
+    """Batched sampling from a causal LM on CPU; `max_batch` bounds one forward batch.
 
-    def __init__(self, model, tokenizer, max_batch: int = 32, gather_s: float = 0.005, seed: int = 0) -> None:
+    The runner calls `episode_started()` and `episode_finished()` around each episode (on the event loop
+    the requests come from) so that a batch can wait for every live episode; see the module docstring.
+    """
+
+    def __init__(self, model, tokenizer, max_batch: int = 32, gather_s: float = 0.005, max_wait_s: float = 0.25,
+                 seed: int = 0) -> None:
         self.model, self.tokenizer, self.seed = model, tokenizer, seed
-        self.max_batch, self.gather_s = max_batch, gather_s
+        self.max_batch, self.gather_s, self.max_wait_s = max_batch, gather_s, max_wait_s
         self.stop_ids = [i for i in tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"]) if i >= 0]
         self.pad_id = tokenizer.pad_token_id
         self._queue: list[_Pending] = []
         self._worker: asyncio.Task | None = None
+        self._live = 0
+        self._changed: asyncio.Event | None = None
         self.batches = 0
         self.generated_tokens = 0
+
+    def episode_started(self) -> None:
+        """One more episode will ask for generations until `episode_finished`."""
+        self._live += 1
+
+    def episode_finished(self) -> None:
+        """An episode asks no more: a batch that waited for it may start."""
+        self._live = max(0, self._live - 1)
+        self._wake()
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **_) -> TokenOutput:
         future = asyncio.get_running_loop().create_future()
         self._queue.append(_Pending(str(request_id), list(prompt_ids), dict(sampling_params), future))
+        self._wake()
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
         return await future
 
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    async def _gathered(self) -> None:
+        """Return when the next batch should start: every live episode has asked, or the wait is over."""
+        if self._live == 0:  # nobody says how many will ask: a short window for this turn's requests
+            await asyncio.sleep(self.gather_s)
+            return
+        self._changed = asyncio.Event()  # made here, on the loop that waits on it
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_wait_s
+        while len(self._queue) < min(self._live, self.max_batch):
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), deadline - loop.time())
+            except TimeoutError:
+                return
+
     async def _drain(self) -> None:
         while self._queue:
-            await asyncio.sleep(self.gather_s)  # let the other episodes of this turn join the batch
+            await self._gathered()
             key = _params_key(self._queue[0].params)
             batch = [p for p in self._queue if _params_key(p.params) == key][: self.max_batch]
             chosen = {id(p) for p in batch}

@@ -12,6 +12,7 @@ verl's too: clipped policy loss, low-variance KL to a frozen reference, token-me
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -102,8 +103,30 @@ def sequence_logprobs(model, sequence: list[int], prompt_length: int, width: int
     return logprobs, torch.nn.functional.pad(entropy_from_logits(logits), (0, pad))
 
 
-def grpo_update(policy, reference, optimizer, outputs: list[AgentLoopOutput], *, config: GrpoConfig) -> dict[str, float]:
-    """One optimizer step on the episodes of a step; returns loss, kl, entropy, grad norm and clip stats."""
+def update_thread_count(threads: int) -> int:
+    """`threads`, or with 0 every core this process may run on."""
+    if threads > 0:
+        return threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def grpo_update(policy, reference, optimizer, outputs: list[AgentLoopOutput], *, config: GrpoConfig,
+                threads: int | None = None) -> dict[str, float]:
+    """One optimizer step on the episodes of a step; returns loss, kl, entropy, grad norm and clip stats.
+
+    `threads` sets torch's CPU threads for this update and restores the caller's afterwards (None: as they are).
+    """
+    if threads is None or threads == torch.get_num_threads():
+        return _update(policy, reference, optimizer, outputs, config)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return _update(policy, reference, optimizer, outputs, config)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _update(policy, reference, optimizer, outputs: list[AgentLoopOutput], config: GrpoConfig) -> dict[str, float]:
     batch = build_batch(outputs)
     advantages, _ = grpo_advantage(batch.token_rewards, batch.response_mask, batch.index)
     tokens = float(batch.response_mask.sum())

@@ -5,9 +5,14 @@ given the constructor arguments `AgentLoopWorker` passes, so the CPU run and the
 the GPU recipe registers. `step_specs` draws one task per GRPO group from
 the curriculum and gives all n samples of the group the same task key.
 
-    runner = EpisodeRunner(tokenizer, llm_client, simulator_url=url, prompt_length=3072, response_length=512)
-    specs = step_specs(curriculum, step=1, groups=4, n=4, rng=rng, key_prefix="demo-5f0c9a2e7b1d4c3a")
-    outputs = asyncio.run(runner.run(specs))
+One event loop serves the runner's whole life, as one serves a verl worker's: the HTTP session, its open
+connections and the executor survive from step to step instead of being rebuilt per step. `episodes_in_flight`
+bounds the episodes running at once as a sliding window: a finished episode's slot goes to the next one at
+once, where batches run in lockstep would wait for each batch's slowest episode.
+
+    with EpisodeRunner(tokenizer, llm_client, simulator_url=url, prompt_length=3072, response_length=512) as runner:
+        specs = step_specs(curriculum, step=1, groups=4, n=4, rng=rng, key_prefix="demo-5f0c9a2e7b1d4c3a")
+        outputs = runner.run_step(specs)
 """
 
 from __future__ import annotations
@@ -71,7 +76,10 @@ def pool_task(index: int, *, key_prefix: str, seed: int, curriculum: Curriculum,
 
 
 class EpisodeRunner:
-    """Builds one agent-loop instance per episode and runs a batch of them at once."""
+    """Builds one agent-loop instance per episode and runs a step's episodes at once, on one lasting event loop.
+
+    Close it (or use it as a context manager) to close the simulator connections and the event loop.
+    """
 
     def __init__(self, tokenizer, llm_client, *, simulator_url: str, prompt_length: int, response_length: int,
                  enable_thinking: bool = False, loop_options: dict[str, Any] | None = None) -> None:
@@ -84,6 +92,23 @@ class EpisodeRunner:
         # does, cost 44% of a 128-episode rollout against a fast simulator.
         self.loop_class = hydra.utils.get_class(_agent_loop_registry[AGENT_NAME]["_target_"])
         self.loop_options = {"simulator_url": simulator_url, **(loop_options or {})}
+        self._events = asyncio.Runner()
+
+    def __enter__(self) -> EpisodeRunner:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the simulator connections opened on the runner's event loop, then the loop itself."""
+        self._events.run(close_shared_clients())
+        self._events.close()
+
+    def run_step(self, specs: list[EpisodeSpec], sampling_params: dict[str, Any] | None = None,
+                 progress: bool = False, episodes_in_flight: int | None = None) -> list[AgentLoopOutput]:
+        """`run` on the runner's own event loop, from synchronous code (the CPU trainer, benchmarks, tests)."""
+        return self._events.run(self.run(specs, sampling_params, progress, episodes_in_flight))
 
     def make_loop(self) -> SimulatedEpisodeLoop:
         return self.loop_class(
@@ -93,12 +118,20 @@ class EpisodeRunner:
         )
 
     async def run(self, specs: list[EpisodeSpec], sampling_params: dict[str, Any] | None = None,
-                  progress: bool = False) -> list[AgentLoopOutput]:
+                  progress: bool = False, episodes_in_flight: int | None = None) -> list[AgentLoopOutput]:
+        """Every episode of `specs`, in order; at most `episodes_in_flight` at once (all of them when None)."""
         params = sampling_params or {"temperature": 1.0, "top_p": 1.0}
         bar = tqdm(total=len(specs), desc="episodes", unit="ep", disable=not progress, leave=False)
+        window = asyncio.Semaphore(episodes_in_flight or max(1, len(specs)))
 
         async def one(spec: EpisodeSpec) -> AgentLoopOutput:
-            output = await self.make_loop().run(params, extra_info=spec.model_dump(mode="json"))
+            async with window:
+                # A client that batches (TransformersGenerationClient) waits for every live episode to ask.
+                getattr(self.llm_client, "episode_started", lambda: None)()
+                try:
+                    output = await self.make_loop().run(params, extra_info=spec.model_dump(mode="json"))
+                finally:
+                    getattr(self.llm_client, "episode_finished", lambda: None)()
             bar.update(1)
             return output
 
@@ -106,4 +139,3 @@ class EpisodeRunner:
             return list(await asyncio.gather(*(one(spec) for spec in specs)))
         finally:
             bar.close()
-            await close_shared_clients()

@@ -46,6 +46,10 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     seed: int = Field(0, description="seed of the policy's sampling and the task keys")
     # One thread: on a shared 2-core machine two OpenMP threads made an update 3-15x slower, not faster.
     torch_threads: int = Field(1, description="torch's CPU threads")
+    # The update runs alone (the simulator and the event loop wait for it), so it may take every core the
+    # process is allowed; the tiny policy's preset keeps one (POLICY_PRESETS says why).
+    update_threads: int = Field(0, description="torch's CPU threads during the GRPO update (0: every core the "
+                                               "process may use)")
     # GRPO: tasks x n episodes per step, one on-policy update, verl's clipped loss plus low-variance KL.
     tasks_per_step: int = Field(4, description="tasks per GRPO step")
     rollouts_per_task: int = Field(4, description="episodes per task (the GRPO group)")
@@ -154,8 +158,10 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 # model wants a much smaller step size. Its warm start imitates 48 fresh first-level tasks (calls, clarifying
 # questions and, for a fifth of them, declines), not the tiny policy's pool of 8: the demo scores it on BFCL's
 # unseen tools, so it must learn the call format, not 8 tasks; and GRPO then draws fresh tasks too (LOG.md).
+# The tiny policy's layers are 64 wide: its update is hundreds of small kernels per sequence, which a second
+# OpenMP thread barely shortens and, when another process holds the other core, slows down (LOG.md).
 POLICY_PRESETS: dict[str, dict] = {
-    "tiny": {},
+    "tiny": {"update_threads": 1},
     "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6, "task_pool": 0,
                 "warm_start_tasks": 48, "warm_start_no_call_fraction": 0.2, "warm_start_steps": 30,
                 "warm_start_lr": 1e-4},
