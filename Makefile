@@ -86,8 +86,8 @@ demo: setup ## CPU: the whole experiment in miniature on SmolLM2-135M (QUICK=1 s
 test: setup ## run every service's tests in its own environment
 	scripts/run_tests.sh $(SUITES)
 
-bench: setup ## run every benchmark under bench/ and write bench/results/summary.json
-	python3 scripts/run_bench.py
+bench: setup ## run every benchmark under bench/ (BENCH="train_rollout ..." for some) into bench/results/summary.json
+	python3 scripts/run_bench.py $(BENCH)
 
 lint: setup ## ruff, Compose validation and hadolint
 	$(VENV)/dev/bin/ruff check services tests scripts bench
