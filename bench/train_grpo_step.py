@@ -23,7 +23,7 @@ seconds over the hand loop's, summed over a run's steps; the reported value is t
 runs (after `--warmup` unmeasured steps), each run drawing new tasks.
 
     .venvs/train/bin/python bench/train_grpo_step.py               # writes bench/results/train_grpo_step.json
-    .venvs/train/bin/python bench/train_grpo_step.py --steps 1 --repeats 1 --warmup 0 --out /tmp/grpo.json
+    .venvs/train/bin/python bench/train_grpo_step.py --steps 1 --repeats 1 --warmup 0 --out bench/results/grpo_smoke.json
 """
 
 from __future__ import annotations

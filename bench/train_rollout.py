@@ -10,7 +10,7 @@ is the median of `--repeats` runs of `--episodes` episodes on one runner (one ev
 after one unmeasured warm-up run.
 
     .venvs/train/bin/python bench/train_rollout.py                  # writes bench/results/train_rollout.json
-    .venvs/train/bin/python bench/train_rollout.py --episodes 64 --repeats 1 --out /tmp/rollout.json
+    .venvs/train/bin/python bench/train_rollout.py --episodes 64 --repeats 1 --out bench/results/rollout_smoke.json
 """
 
 from __future__ import annotations
