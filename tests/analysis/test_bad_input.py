@@ -87,7 +87,8 @@ TRAIN_CASES = {
     "an infinite value": (set_cell(5, "kl", "-inf"), ["line 5", "'kl'", "finite", "-inf"]),
     "a value with an underscore": (set_cell(5, "entropy", "1_0"), ["line 5", "'entropy'", "finite", "1_0"]),
     "a step with an underscore": (set_cell(5, "step", "1_0"), ["line 5", "'step'", "plain digits", "1_0"]),
-    "a single step": (lambda rows: rows[:2], ["'reward_mean'", "two or more steps"]),
+    "no value at any step": (lambda rows: [rows[0]] + [r[:1] + [""] + r[2:] for r in rows[1:]],
+                             ["'reward_mean'", "a number at one step at least", "no value in any of its 200 rows"]),
 }
 
 
@@ -143,3 +144,28 @@ def test_a_failure_while_drawing_leaves_earlier_outputs_untouched(golden, capsys
         main(["--data", str(folder), "--table", "--format", "csv", "--fig", "f4", "--fig", "f3"])
     assert snapshot(folder) == before
     assert not list(folder.glob(".make_figures-*"))
+
+
+def test_a_run_whose_step_0_was_never_scored_is_refused_with_the_fix(golden, capsys):
+    """The base model is step 0: a run whose first scored step is 10 must not take step 10 as its base quietly."""
+    folder = golden(steps=tuple(range(10, 201, 10)), repeats={10: 3, 200: 3})
+    before = snapshot(folder)
+    assert main(["--data", str(folder), "--table"]) == 2
+    err = capsys.readouterr().err
+    assert "step 0 scored, the baseline every change is measured from" in err and "first scored step 10" in err
+    assert "make eval STEP=0" in err and "--baseline-step 10" in err
+    assert snapshot(folder) == before
+    assert main(["--data", str(folder), "--table", "--baseline-step", "10"]) == 0
+    assert "| step 10 | step 200 |" in capsys.readouterr().out
+
+
+def test_an_explicit_baseline_leaves_earlier_steps_out(golden, capsys):
+    full, cut = golden("full"), golden("cut")  # the same seed: the same rows
+    rewrite(cut / "bfcl_by_category.csv", lambda rows: [rows[0]] + [r for r in rows[1:] if int(r[0]) >= 150])
+    outputs = []
+    for folder in (full, cut):
+        assert main(["--data", str(folder), "--table", "--format", "csv", "--baseline-step", "150"]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1] and "sd_step0" not in outputs[0]
+    assert main(["--data", str(full), "--table", "--baseline-step", "155"]) == 2
+    assert "Name a scored step with --baseline-step" in capsys.readouterr().err

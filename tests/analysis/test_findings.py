@@ -143,3 +143,40 @@ def test_curriculum_that_leaves_its_ceiling(golden, capsys):
     training = findings(capsys, golden(curriculum_drop=150))["training"]["curriculum"]
     assert (training["first_step"], training["held_until"], training["held_steps"]) == (67, 149, 82)
     assert training["holds_to_end"] is False and training["steps_at_ceiling"] == 149 - 67 + 1
+
+
+def test_a_single_training_step_reports_its_values_and_marks_the_trends_not_measurable(golden, capsys):
+    """The SmolLM2 quick demo trains one GRPO step: the table and that step's values are printed, exit 0."""
+    folder = golden(train_steps=1)
+    assert main(["--data", str(folder), "--table", "--findings", "--fig", "f1"]) == 0
+    out = capsys.readouterr().out
+    row = pd.read_csv(folder / "train_metrics.csv").iloc[0]
+    assert "| Abstention required |" in out  # the BFCL side is whole
+    assert (f"Training: one step (step 1): tool-calling share of assistant turns {row.tool_call_share:.3f}, "
+            f"mean reward {row.reward_mean:+.3f} (within-step s.d. {row.reward_std:.3f}), "
+            f"curriculum level {row.curriculum_level:g}.") in out
+    assert "Not measurable from one step" in out
+    training = json.loads(out[out.index("\n{") + 1:])["training"]
+    assert training["step_count"] == 1 and training["steps"] == [1, 1]
+    for trend in (training["reward"]["trend"], training["tool_call_share"]["trend"]):
+        assert trend["slope_per_10_steps"] is None and trend["t"] is None and trend["t_hac"] is None
+        assert trend["not_measurable"] == "1 step with a value: a trend needs two or more"
+    assert training["tool_call_share"]["level_shift"] is None
+    assert (folder / "figures" / "f1_training.png").stat().st_size > 1000
+
+
+def test_two_training_steps_give_a_slope_but_no_t(golden, capsys):
+    folder = golden(train_steps=2)
+    training = findings(capsys, folder)["training"]
+    frame = pd.read_csv(folder / "train_metrics.csv")
+    slope = (frame.reward_mean[1] - frame.reward_mean[0]) / (frame.step[1] - frame.step[0])
+    assert training["reward"]["trend"]["slope_per_10_steps"] == pytest.approx(10 * slope, rel=1e-12)
+    assert training["reward"]["trend"]["t"] is None and training["reward"]["trend"]["not_measurable"] is None
+
+
+def test_the_table_does_not_depend_on_how_many_training_steps_there_are(golden, capsys):
+    tables = []
+    for steps in (1, 200):
+        assert main(["--data", str(golden(f"run{steps}", train_steps=steps)), "--table", "--format", "csv"]) == 0
+        tables.append(capsys.readouterr().out)
+    assert tables[0] == tables[1]

@@ -163,6 +163,41 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
     assert processes_mentioning(str(tmp_path)) == []
 
 
+@pytest.fixture(scope="module")
+def smollm2_quick(tmp_path_factory):
+    """`make demo QUICK=1` with the default policy (SmolLM2, one GRPO step, checkpoints 0 and 1 scored once, one
+    item per category), made cheaper where the path stays the same: a deliberately small starting policy (two
+    warm-start steps instead of the preset's 30, which would add about eight minutes), one task of four episodes
+    in its GRPO step instead of two, and 32-token turns in training and serving instead of 128 (a SmolLM2
+    multi-turn BFCL item costs about 20 s at 128)."""
+    root = tmp_path_factory.mktemp("smollm2")
+    env = {**volume_env(root), "TOOLCANARY_TRAIN_WARM_START_STEPS": "2", "TOOLCANARY_TRAIN_TASKS_PER_STEP": "1",
+           "TOOLCANARY_TRAIN_MAX_TURN_TOKENS": "32", "TOOLCANARY_DEMO_MAX_NEW_TOKENS": "32"}
+    done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "ci-smollm2"],
+                          capture_output=True, text=True, env=env, timeout=1800)
+    return root / "results" / "ci-smollm2", done
+
+
+def test_the_default_policys_quick_demo_trains_one_step_and_ends_with_the_table(smollm2_quick):
+    results, done = smollm2_quick
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ToolCanary demo finished: run ci-smollm2" in done.stdout
+    assert "| Abstention required |" in done.stdout and "| step 0 | step 1 |" in done.stdout
+    metrics = read_train_metrics(results / "train_metrics.csv")
+    assert [r["step"] for r in metrics] == [1]
+    assert sorted({(r.step, r.pass_index) for r in read_bfcl_by_category(results / "bfcl_by_category.csv")}) == [
+        (0, 1), (1, 1)]
+    # The training side reports its one step and names what one step cannot give.
+    findings = (results / "tables" / "findings.txt").read_text()
+    row = metrics[0]
+    assert (f"Training: one step (step 1): tool-calling share of assistant turns {row['tool_call_share']:.3f}, "
+            f"mean reward {row['reward_mean']:+.3f}") in findings
+    assert "Not measurable from one step" in findings
+    line = next(x for x in done.stdout.splitlines() if x.startswith("Reward in the simulator:"))
+    assert "no trend measurable (1 step with a value: a trend needs two or more); one step only" in line
+    assert (results / "figures" / "f1_training.png").stat().st_size > 1000
+
+
 def test_the_smollm2_demo_reaches_the_trainer_with_its_own_sizes_and_window():
     from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 

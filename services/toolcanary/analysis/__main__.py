@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
 def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSettings) -> int:
     data = args.data if args.data is not None else settings.data_dir()
     bfcl_path, train_path = data_paths(data, args.train_metrics)
-    bfcl: BfclRun = load_bfcl(bfcl_path)
+    bfcl: BfclRun = load_bfcl(bfcl_path, settings.baseline_step)
     needs_training = args.findings or "f1" in figures or args.train_metrics is not None
     train: TrainRun | None = load_training(train_path) if needs_training or train_path.is_file() else None
     rows = headline_rows(bfcl, settings)

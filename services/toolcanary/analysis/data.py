@@ -74,13 +74,29 @@ class BfclRun:
         return sum(sum(c[n][1] for n in categories) for c in last) / len(last)
 
 
-def load_bfcl(path: Path) -> BfclRun:
-    """Read `bfcl_by_category.csv` and check it can feed the table.
+def load_bfcl(path: Path, baseline_step: int = 0) -> BfclRun:
+    """Read `bfcl_by_category.csv` and check it can feed the table, measured from `baseline_step`.
+
+    The baseline must be scored, and be the first scored step unless it was named explicitly: a run whose step
+    0 (the base model) was never scored must not quietly take its first checkpoint as the base. Steps before an
+    explicit baseline are left out.
 
     Raises:
         ContractError: naming the file and the row (or step, pass and category) that is wrong.
     """
     rows = read_bfcl_by_category(path)
+    scored = sorted({r.step for r in rows})
+    if baseline_step not in scored:
+        first = scored[0]
+        fix = (f"Score step {baseline_step} (make eval STEP={baseline_step} RUN=..., or make eval-all), or measure "
+               f"from step {first} with --baseline-step {first}" if baseline_step < first else
+               f"Name a scored step with --baseline-step (scored: {scored[:8]}{' ...' if len(scored) > 8 else ''})")
+        raise ContractError(f"{path}: steps", f"step {baseline_step} scored, the baseline every change is measured "
+                                              "from (the base model is step 0)", f"first scored step {first}", fix)
+    earlier = [r for r in rows if r.step < baseline_step]
+    if earlier:
+        log.warning("measuring from step %d: %d rows of earlier steps left out", baseline_step, len(earlier))
+        rows = [r for r in rows if r.step >= baseline_step]
     grouped: dict[int, dict[int, dict[str, tuple[int, int]]]] = {}
     for row in rows:
         grouped.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = (row.correct, row.total)
@@ -124,15 +140,19 @@ class TrainRun:
 
 
 def load_training(path: Path) -> TrainRun:
-    """Read `train_metrics.csv` (sorted by step); needs two steps with a tool-call share."""
+    """Read `train_metrics.csv` (sorted by step); needs a value of each reported column at one step at least.
+
+    One step is enough to report that step's values; the trends it cannot give are marked not measurable by
+    `toolcanary.analysis.training`.
+    """
     rows = sorted(read_train_metrics(path), key=lambda r: r["step"])
     columns = {name: np.array([r[name] for r in rows], dtype=float) for name in rows[0]}
     run = TrainRun(path=path, steps=columns.pop("step"), columns=columns)
     for column in ("reward_mean", "curriculum_level", "tool_call_share"):
-        if len(run.series(column)[0]) < 2:
+        if not len(run.series(column)[0]):
             raise ContractError(
-                f"{path}: column {column!r}", "a number at two or more steps",
-                f"{len(run.series(column)[0])} of {len(rows)} rows with a value",
+                f"{path}: column {column!r}", "a number at one step at least",
+                f"no value in any of its {len(rows)} rows",
                 "Point --train-metrics at the trainer's full train_metrics.csv",
             )
     log.info("read %d training steps from %s", len(rows), path)

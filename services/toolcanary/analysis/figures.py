@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen before pyplot loads)
+import numpy as np  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from toolcanary.analysis.data import BfclRun, TrainRun  # noqa: E402
@@ -33,10 +34,15 @@ STYLE = {
 NAMES = {"f1": "f1_training", "f2": "f2_aggregates", "f3": "f3_categories", "f4": "f4_abstention_vs_tool_call"}
 
 
+def _points(steps: np.ndarray) -> dict[str, Any]:
+    """A line through one point draws nothing: a run with a single training step shows its point."""
+    return {"marker": "o", "ms": 4} if len(steps) == 1 else {}
+
+
 def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettings) -> plt.Figure:
     fig, axes = plt.subplots(3, 1, figsize=(WIDTH, 6.2), sharex=True, layout="constrained")
     steps, reward = train.series("reward_mean")
-    axes[0].plot(steps, reward, color="C0", lw=1.2, label="mean reward")
+    axes[0].plot(steps, reward, color="C0", lw=1.2, label="mean reward", **_points(steps))
     std_steps, std = train.series("reward_std")
     if len(std_steps) == len(steps):
         axes[0].fill_between(steps, reward - std, reward + std, color="C0", alpha=0.15, lw=0, label="+/- 1 s.d.")
@@ -50,7 +56,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
 
     steps, levels = train.series("curriculum_level")
     curriculum = found["curriculum"]
-    axes[1].plot(steps, levels, color="C2", lw=1.2, label="curriculum level")
+    axes[1].plot(steps, levels, color="C2", lw=1.2, label="curriculum level", **_points(steps))
     axes[1].axhline(settings.curriculum_ceiling, color="0.4", ls="--", lw=0.8, label="ceiling")
     if curriculum["first_step"] is not None:
         axes[1].axvline(curriculum["first_step"], color="0.4", ls=":", lw=0.8)
@@ -63,7 +69,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
     axes[1].legend(loc="best", frameon=False)
 
     steps, share = train.series("tool_call_share")
-    axes[2].plot(steps, share, color="C3", lw=1.2, label="tool-calling share of assistant turns")
+    axes[2].plot(steps, share, color="C3", lw=1.2, label="tool-calling share of assistant turns", **_points(steps))
     shift = found["tool_call_share"]["level_shift"]
     if shift is not None:
         for lo, hi, level in ((steps[0], shift["last_step_before"], shift["level_before"]),
@@ -74,7 +80,8 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
     axes[2].set_ylabel("tool-call share")
     axes[2].set_xlabel("training step")
     axes[2].legend(loc="best", frameon=False)
-    fig.suptitle("Training in the simulated environment", fontsize=10)
+    one_step = " (one step: no trend measurable)" if found["step_count"] < 2 else ""
+    fig.suptitle(f"Training in the simulated environment{one_step}", fontsize=10)
     return fig
 
 

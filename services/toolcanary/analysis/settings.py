@@ -45,6 +45,10 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     run: RunId | None = Field(None, validation_alias=env(ENV_PREFIX + "RUN", RUN_ENV),
                               description="the run id whose folder under results_dir is analysed when --data is "
                                           "not given (default: the newest run)")
+    baseline_step: int = Field(0, ge=0, description="the step every change is measured from: 0, the base model "
+                                                    "scored through the same pipeline. A run whose first scored step "
+                                                    "is another is refused unless this names that step; scored steps "
+                                                    "before it are left out")
     slope_steps: int = Field(10, ge=1, description="slopes are reported in percentage points per this many "
                                                    "training steps")
     hac_maxlags: int | None = Field(None, ge=0, description="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 "

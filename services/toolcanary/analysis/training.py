@@ -4,6 +4,9 @@
   before and after its own best breakpoint;
 - the step at which the curriculum first reaches its ceiling, and how long it stays there;
 - reward over steps.
+
+A run with a single training step (the SmolLM2 quick demo trains one) reports that step's values; each trend
+it cannot give carries `not_measurable` with the reason instead of numbers, and the prose says so.
 """
 
 from __future__ import annotations
@@ -17,15 +20,20 @@ from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.stats import LevelShift, Trend, level_shift, ols_trend
 
 
-def _trend(steps: np.ndarray, values: np.ndarray, settings: AnalysisSettings) -> Trend:
-    return ols_trend(steps, values, lags=settings.lags_for(len(steps)), small_sample=settings.hac_small_sample)
-
-
 def trend_json(trend: Trend, settings: AnalysisSettings) -> dict[str, float | None]:
     return {
         f"slope_per_{settings.slope_steps}_steps": finite_or_none(trend.slope * settings.slope_steps),
         "t": finite_or_none(trend.t), "t_hac": finite_or_none(trend.t_hac),
     }
+
+
+def series_trend_json(steps: np.ndarray, values: np.ndarray, settings: AnalysisSettings) -> dict[str, Any]:
+    """The trend of one training series, or, from a single step, nulls and the reason (`not_measurable`)."""
+    if len(steps) < 2:
+        return {f"slope_per_{settings.slope_steps}_steps": None, "t": None, "t_hac": None,
+                "not_measurable": f"{len(steps)} step with a value: a trend needs two or more"}
+    trend = ols_trend(steps, values, lags=settings.lags_for(len(steps)), small_sample=settings.hac_small_sample)
+    return {**trend_json(trend, settings), "not_measurable": None}
 
 
 def shift_json(shift: LevelShift | None, settings: AnalysisSettings) -> dict[str, Any] | None:
@@ -64,29 +72,45 @@ def training_findings(run: TrainRun, settings: AnalysisSettings) -> dict[str, An
     level_steps, levels = run.series("curriculum_level")
     shift = level_shift(share_steps, share, lags_for=settings.lags_for, min_segment=settings.min_segment,
                         small_sample=settings.hac_small_sample)
+    _, spread = run.series("reward_std")
     return {
         "file": str(run.path),
-        "steps": [int(run.steps[0]), int(run.steps[-1])],
+        "steps": [int(run.steps[0]), int(run.steps[-1])], "step_count": len(run.steps),
         "tool_call_share": {
             "first": float(share[0]), "last": float(share[-1]),
-            "trend": trend_json(_trend(share_steps, share, settings), settings),
+            "trend": series_trend_json(share_steps, share, settings),
             "level_shift": shift_json(shift, settings),
         },
         "curriculum": curriculum_ceiling(level_steps, levels, settings.curriculum_ceiling),
         "reward": {
             "first": float(reward[0]), "last": float(reward[-1]),
             "min": float(reward.min()), "max": float(reward.max()),
-            "trend": trend_json(_trend(reward_steps, reward, settings), settings),
+            "within_step_sd_mean": float(spread.mean()) if len(spread) else None,
+            "trend": series_trend_json(reward_steps, reward, settings),
         },
     }
 
 
+def single_step_prose(found: dict[str, Any]) -> list[str]:
+    share, curriculum, reward = found["tool_call_share"], found["curriculum"], found["reward"]
+    spread = reward["within_step_sd_mean"]
+    return [
+        f"Training: one step (step {found['steps'][0]}): tool-calling share of assistant turns {share['last']:.3f}, "
+        f"mean reward {reward['last']:+.3f}" + (f" (within-step s.d. {spread:.3f})" if spread is not None else "")
+        + f", curriculum level {curriculum['max_level']:g}.",
+        "  Not measurable from one step: the trends of the tool-call share and the reward, and the share's "
+        "breakpoint (two or more training steps needed).",
+    ]
+
+
 def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[str]:
+    if found["step_count"] < 2:
+        return single_step_prose(found)
     share, curriculum, reward = found["tool_call_share"], found["curriculum"], found["reward"]
     key = f"slope_per_{settings.slope_steps}_steps"
     lines = [
         f"Training: the share of assistant turns that call a tool goes from {share['first']:.3f} to "
-        f"{share['last']:.3f} (whole-run slope {share['trend'][key]:+.4f} per {settings.slope_steps} steps, "
+        f"{share['last']:.3f} (whole-run slope {fmt(share['trend'][key], '+.4f')} per {settings.slope_steps} steps, "
         f"t = {fmt(share['trend']['t'], '+.2f')}, HAC t = {fmt(share['trend']['t_hac'], '+.2f')})."
     ]
     shift = share["level_shift"]
@@ -105,5 +129,5 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
         lines.append(f"  The curriculum reaches its ceiling of {curriculum['ceiling']:g} at step "
                      f"{curriculum['first_step']:g} and holds it for {curriculum['held_steps']:g} steps, {tail}.")
     lines.append(f"  Mean reward goes from {reward['first']:+.3f} to {reward['last']:+.3f} "
-                 f"(slope {reward['trend'][key]:+.4f} per {settings.slope_steps} steps, t = {fmt(reward['trend']['t'], '+.2f')}).")
+                 f"(slope {fmt(reward['trend'][key], '+.4f')} per {settings.slope_steps} steps, t = {fmt(reward['trend']['t'], '+.2f')}).")
     return lines

@@ -30,7 +30,7 @@ from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import DEFAULT_POLICY, SIZES, VENVS, DemoSettings
 from toolcanary.demo.summary import render
-from toolcanary.demo.timing import PhaseClock, breakdown_lines, timings, write_timings
+from toolcanary.demo.timing import PhaseClock, breakdown_lines, count, timings, write_timings
 from toolcanary.settings import add_flags, given
 from toolcanary.train.settings import TrainSettings
 
@@ -60,9 +60,9 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
     multi_turn = f" ({s.sample_multi_turn} per multi-turn one)" if s.sample_multi_turn else ""
     print(
-        f"run {s.run}: {s.steps} GRPO steps, checkpoints at {s.checkpoint_steps}, "
-        f"{s.sample} item(s) per BFCL category{multi_turn}, {s.repeat_passes} passes at {s.repeat_steps} "
-        f"({s.expected_passes} passes); logs in {s.logs}",
+        f"run {s.run}: {count(s.steps, 'GRPO step')}, checkpoints at {s.checkpoint_steps}, "
+        f"{s.sample} item(s) per BFCL category{multi_turn}, {count(s.repeat_passes, 'pass')} at {s.repeat_steps} "
+        f"({count(s.expected_passes, 'pass')}); logs in {s.logs}",
         flush=True,
     )
     with ProcessGroup() as group:

@@ -43,8 +43,9 @@ def reward_lines(results: Path) -> list[str]:
     per, slope = next(((k.removeprefix("slope_per_"), v) for k, v in found["trend"].items()
                        if k.startswith("slope_per_")), ("", None))
     t = found["trend"].get("t")
+    reason = found["trend"].get("not_measurable")
     trend = (f"slope {slope:+.3f} per {per.replace('_', ' ')} (t = {t:+.2f})" if slope is not None and t is not None
-             else "no trend measurable")
+             else f"no trend measurable ({reason})" if reason else "no trend measurable")
     noise = (f"step-to-step s.d. {statistics.stdev(means):.3f}" if len(means) > 1 else "one step only")
     if spreads:
         noise += f", within-step s.d. {statistics.fmean(spreads):.3f}"

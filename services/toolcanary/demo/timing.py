@@ -77,6 +77,11 @@ def timings(clock: PhaseClock, results: Path) -> dict:
     }
 
 
+def count(number: int, noun: str) -> str:
+    """'1 pass', '4 passes', '2 GRPO steps'."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}{'es' if noun.endswith('s') else 's'}"
+
+
 def breakdown_lines(data: dict) -> list[str]:
     """`time` lines of the closing screen: minutes per phase, with the train and eval phases split."""
     phases, steps, passes = data["phases_s"], data["grpo_steps_s"], data["pass_phases_s"]
@@ -86,10 +91,11 @@ def breakdown_lines(data: dict) -> list[str]:
         detail = ""
         if name == "train" and steps:
             spread = f" ± {statistics.stdev(steps):.0f}" if len(steps) > 1 else ""
-            detail = (f"{len(steps)} GRPO steps {sum(steps) / 60:.1f} min, {statistics.fmean(steps):.0f}{spread} s each; "
+            detail = (f"{count(len(steps), 'GRPO step')} {sum(steps) / 60:.1f} min, "
+                      f"{statistics.fmean(steps):.0f}{spread} s each; "
                       f"loading the policy and publishing {(seconds - sum(steps)) / 60:.1f} min")
         elif name == "eval" and data["passes"]:
-            detail = (f"{data['passes']} passes {passes['total'] / 60:.1f} min "
+            detail = (f"{count(data['passes'], 'pass')} {passes['total'] / 60:.1f} min "
                       f"(generate {passes['generate'] / 60:.1f}, score {passes['evaluate'] / 60:.1f}); "
                       f"vLLM starts and checkpoint checks {(seconds - passes['total']) / 60:.1f} min")
         share = f"{100 * seconds / total:3.0f}%" if total else "  -"
