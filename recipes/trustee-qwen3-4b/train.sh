@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GRPO for Qwen3-4B on 4 GPUs against the ToolCanary simulator: the recipe is trustee_qwen3_4b.yaml,
 # this script only adds the wiring. It writes the placeholder rows once, checks the recipe without a
-# GPU (verl's main_ppo up to the start of Ray, then the checks its workers would fail late), and then
-# starts verl. Deviations from TRUSTEE's run.sh, with reasons: README.md in this folder.
+# GPU (verl's main_ppo up to the start of Ray, then the checks its workers would fail late), publishes
+# the base model as step 0 (once; verl's own saves begin at step 10), and then starts verl.
+# Deviations from TRUSTEE's run.sh, with reasons: README.md in this folder.
 # Usage: recipes/trustee-qwen3-4b/train.sh [--check] [extra Hydra overrides ...]
-#   --check   stop after the recipe check (no Ray, no GPU)
+#   --check   stop before verl starts: seed rows, recipe check and step 0 only (no Ray, no GPU)
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 check_only=false
@@ -36,5 +37,7 @@ args=(--config-path "$HERE" --config-name trustee_qwen3_4b
   --run "$TOOLCANARY_TRAIN_RUN"
 
 python3 -m toolcanary.train check-recipe -- "${args[@]}"
+# Step 0 is the model every delta is measured from: published before the first step, as every save is after.
+python3 -m toolcanary.train publish-base -- "${args[@]}"
 $check_only && exit 0
 exec python3 -m verl.trainer.main_ppo "${args[@]}"

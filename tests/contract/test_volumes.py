@@ -26,7 +26,8 @@ def test_every_entry_names_its_root_and_a_contract_type():
 
 def test_the_trainers_and_simulators_files_resolve_to_their_types():
     assert match("results", "episodes.jsonl").holds == Lines(EpisodeRecord)
-    assert match("results", "episodes/host-12.jsonl").holds == Lines(EpisodeRecord)
+    assert match("results", "episodes/step_0010/host-12.jsonl").holds == Lines(EpisodeRecord)
+    assert match("results", "episodes/host-12.jsonl") is None  # every worker file lies in its step's folder
     assert match("runs", "trainer/curriculum.json").holds == Document(CurriculumFile)
     assert match("runs", "simulator/step_0003.jsonl").holds == Lines(RoleRecord)
     assert match("runs", "simulator/step_none.jsonl").holds == Lines(RoleRecord)

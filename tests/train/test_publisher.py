@@ -164,3 +164,43 @@ def test_a_crafted_state_file_that_would_run_code_is_refused(policy, tmp_path):
         load_state(latest_state(crafted.parent), policy=model, optimizer=optimizer, curriculum=Curriculum(),
                    rng=random.Random(0))
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("source_shards", [1, 3], ids=["one-file", "sharded-with-index"])
+def test_weights_are_cast_into_bounded_shards_with_an_index_and_load_unchanged(tiny_dir, tmp_path, source_shards):
+    """A publish holds about one output shard in memory: verl's fp32 file (one file, or shards with their
+    index) comes out as bf16 shards of at most the bound (a larger tensor alone), which transformers loads."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from toolcanary.train.publisher import cast_weights
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_dir, dtype=torch.float32)
+    state = {k: v.clone() for k, v in model.state_dict().items()}  # tied embeddings: two tensors on disk
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.mkdir()
+    target.mkdir()
+    names = sorted(state)
+    for number in range(source_shards):
+        part = {n: state[n] for n in names[number::source_shards]}
+        save_file(part, source / f"model-{number + 1:05d}-of-{source_shards:05d}.safetensors")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (target / name).write_bytes((tiny_dir / name).read_bytes())
+    sizes = sorted(t.numel() * 2 for t in state.values())
+    bound = sizes[-1] // 2  # several shards, and the embeddings each over the bound
+    cast_weights(source, target, torch.bfloat16, shard_bytes=bound)
+
+    shards = sorted(target.glob("*.safetensors"))
+    index = json.loads((target / "model.safetensors.index.json").read_text())
+    assert len(shards) > 2 and set(index["weight_map"].values()) == {p.name for p in shards}
+    assert index["metadata"]["total_size"] == sum(sizes)
+    for shard in shards:
+        tensors = load_file(shard)
+        held = sum(t.numel() * t.element_size() for t in tensors.values())
+        assert held <= bound or len(tensors) == 1, (shard.name, held, bound)
+        assert {t.dtype for t in tensors.values() if t.is_floating_point()} == {torch.bfloat16}
+        assert all(index["weight_map"][n] == shard.name for n in tensors)
+    reloaded = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16)
+    for name, tensor in reloaded.state_dict().items():
+        assert torch.equal(tensor, state[name].bfloat16()), name
+    assert json.loads((target / "config.json").read_text())["dtype"] == "bfloat16"

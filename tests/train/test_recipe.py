@@ -71,13 +71,14 @@ def _train_sh_env(tmp_path, **extra) -> dict:
             "PYTHONDONTWRITEBYTECODE": "1", **extra}
 
 
-def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path, trustee_checkout):
+def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path, trustee_checkout, tiny_dir):
     volumes = tmp_path / "volumes"
     workdir = tmp_path / "workdir"
     workdir.mkdir()
-    env = _train_sh_env(tmp_path, TRUSTEE_DIR=str(trustee_checkout))
+    env = _train_sh_env(tmp_path, TRUSTEE_DIR=str(trustee_checkout), TOOLCANARY_POLICY_MODEL=str(tiny_dir))
     done = run_in_read_only_workdir(["bash", str(RECIPE / "train.sh"), "--check"], workdir, env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_step_zero_is_the_base_model(volumes / "checkpoints" / "r2", tiny_dir)
     assert "ok  attention 'sdpa' is installed" in done.stdout
     assert f"ok  agent loop mode trustee: the TRUSTEE checkout at {trustee_checkout.resolve()}" in done.stdout
     assert list(workdir.iterdir()) == []  # no outputs/, tensorboard_log/ or anything else in the working dir
@@ -85,6 +86,41 @@ def test_train_sh_checks_the_recipe_in_a_read_only_working_directory(tmp_path, t
     assert list((volumes / "runs" / "r2" / "trainer" / "hydra").iterdir())  # Hydra's run folder
     assert (volumes / "results" / "r2" / "tensorboard").is_dir()
     assert f"TENSORBOARD_DIR': '{volumes / 'results' / 'r2' / 'tensorboard'}'" in done.stdout  # handed to Ray
+
+
+def assert_step_zero_is_the_base_model(run_dir: Path, base: Path) -> None:
+    """step_0000 holds the base model's weights in bf16, a manifest serve accepts, and one announcement."""
+    from safetensors.torch import load_file
+
+    from toolcanary.contract.manifests import read_published, verify_checkpoint
+
+    published = read_published(run_dir)
+    assert [(p.step, p.path) for p in published] == [(0, "step_0000")]
+    manifest = verify_checkpoint(run_dir / "step_0000", published[0].weights_sha256)  # serve's own check
+    assert (manifest.step, manifest.dtype, manifest.base_model) == (0, "bfloat16", str(base))
+    assert manifest.enable_thinking is True and manifest.curriculum_level == 1  # the recipe's mode, the first level
+    mine = load_file(run_dir / "step_0000" / "model.safetensors")
+    theirs = load_file(base / "model.safetensors")
+    assert mine.keys() == theirs.keys()
+    for name, tensor in theirs.items():
+        assert mine[name].dtype == torch.bfloat16 and torch.equal(mine[name], tensor.to(torch.bfloat16)), name
+
+
+def test_step_zero_is_published_once_and_announced_again_after_a_restart(volumes, tiny_dir, tmp_path, monkeypatch):
+    from toolcanary.train.base_checkpoint import publish_base
+
+    monkeypatch.setenv("TOOLCANARY_CHECKPOINTS_DIR", str(tmp_path))
+    args = recipe_args(f"actor_rollout_ref.model.path={tiny_dir}")
+    folder = publish_base(args)
+    assert_step_zero_is_the_base_model(tmp_path / "r1", tiny_dir)
+    written = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    # A trainer killed between the rename and the announcement: the restart announces, and rewrites nothing.
+    (tmp_path / "r1" / "published.jsonl").unlink()
+    assert publish_base(args) == folder
+    assert_step_zero_is_the_base_model(tmp_path / "r1", tiny_dir)
+    assert publish_base(args) == folder  # and a third start adds no second line
+    assert_step_zero_is_the_base_model(tmp_path / "r1", tiny_dir)
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == written
 
 
 @pytest.mark.parametrize(("override", "message"), [
@@ -233,3 +269,45 @@ def _loops_in_mode(root, mode: str):
     path = root / f"agent_loops_{mode}.yaml"
     path.write_text(text)
     return path
+
+
+def test_the_disk_plan_refuses_a_volume_one_byte_too_small_and_names_the_estimate(volumes, tiny_dir, tmp_path,
+                                                                                    monkeypatch):
+    """The plan counts the recipe's saves (16 bytes a parameter, max_actor_ckpt_to_keep of them) and its 21
+    publishes (steps 0, 10, ..., 200 in bf16); nothing is published when the volume is too small."""
+    from safetensors.torch import load_file
+
+    from toolcanary.train.base_checkpoint import publish_base
+
+    monkeypatch.setenv("TOOLCANARY_CHECKPOINTS_DIR", str(tmp_path / "checkpoints"))
+    monkeypatch.setenv("TOOLCANARY_RUNS_DIR", str(tmp_path / "runs"))  # one filesystem for saves and publishes
+    parameters = sum(t.numel() for t in load_file(tiny_dir / "model.safetensors").values())
+    need = 2 * 16 * parameters + 21 * 2 * parameters
+    args = recipe_args(f"actor_rollout_ref.model.path={tiny_dir}")
+    with pytest.raises(ContractError) as refused:
+        publish_base(args, free=lambda path: need - 1)
+    message = str(refused.value)
+    assert f"{need / 1e9:.1f} GB for the rest of the run" in message and "2 verl saves kept" in message
+    assert "21 published checkpoints" in message and "max_actor_ckpt_to_keep" in message
+    assert not (tmp_path / "checkpoints").exists()  # refused before anything was written
+    folder = publish_base(args, free=lambda path: need)
+    # On a restart, what the run already wrote counts as in place: step 0 is published, 20 publishes remain.
+    assert publish_base(args, free=lambda path: need - 2 * parameters) == folder
+    with pytest.raises(ContractError, match="GB free"):
+        publish_base(args, free=lambda path: need - 2 * parameters - 1)
+
+
+def test_the_disk_plan_of_the_default_recipe(report):
+    """Qwen3-4B's 4,022,468,096 parameters (its config: 36 layers of 2560, tied embeddings of 151936 words)
+    through the recipe as composed: about 129 GB of verl saves and 169 GB of publishes, 298 GB in all."""
+    from toolcanary.train.disk_plan import SAVE_BYTES_PER_PARAMETER, DiskPlan
+
+    trainer = report.config.trainer
+    qwen3_4b = 4_022_468_096
+    publishes = len(range(0, int(trainer.total_training_steps) + 1, int(trainer.save_freq)))
+    plan = DiskPlan(parameters=qwen3_4b, saves_kept=int(trainer.max_actor_ckpt_to_keep), publishes=publishes,
+                    save_bytes=qwen3_4b * SAVE_BYTES_PER_PARAMETER, publish_bytes=qwen3_4b * 2,
+                    saves_dir=Path(str(trainer.default_local_dir)), checkpoints_dir=Path("/volumes/checkpoints/r1"))
+    assert (plan.saves_kept, plan.publishes) == (2, 21)
+    assert round(plan.total / 1e9, 1) == 297.7
+    print(plan.describe())

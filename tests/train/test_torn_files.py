@@ -16,6 +16,7 @@ import pytest
 
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import step_episodes
 from toolcanary.train.metrics import (
     append_episodes,
     append_metrics_row,
@@ -77,7 +78,7 @@ def test_drill_each_trainer_file_truncated_mid_line_loses_only_the_torn_line(tmp
     settings = TrainSettings.from_env({"TOOLCANARY_CHECKPOINTS_DIR": str(checkpoints), "TOOLCANARY_RESULTS_DIR":
                                        str(results), "TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"),
                                        "TOOLCANARY_TRAIN_RUN": "g"})
-    worker = episode_dir(settings) / "host-1.jsonl"
+    worker = step_episodes(episode_dir(settings), 1) / "host-1.jsonl"
     worker.parent.mkdir(parents=True)
     worker.write_text("".join(json.dumps(record(1, n)) + "\n" for n in range(3)))
     tear(worker, 33)  # the worker was killed writing its third episode; the driver closes the step anyway

@@ -20,6 +20,7 @@ from sim_stub import StubBehaviour, StubSimulator
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
 from toolcanary.contract.csv_schemas import read_train_metrics
+from toolcanary.contract.training_files import step_episodes
 from toolcanary.train.faults import TrainingStopped
 from toolcanary.train.preflight import SimulatorNotReady
 from toolcanary.train.publisher import read_published
@@ -57,7 +58,7 @@ def prompts(step: int, groups: int = 2) -> dict:
 
 def finish(step: int, dispatched_rows, rewards=None, **overrides) -> None:
     """What the agent loops leave for a dispatched step: one record per row, of its attempt."""
-    folder = episode_dir(TrainSettings.from_env())
+    folder = step_episodes(episode_dir(TrainSettings.from_env()), step)
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / f"worker-{step}.jsonl").open("a") as handle:
         for spec in dispatched_rows:

@@ -9,14 +9,17 @@ Run: .venvs/train/bin/python -m pytest tests/train/test_verl_hooks.py -q
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
+from conftest import GoldClient, fetch_task, run_episodes
 from omegaconf import OmegaConf
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
@@ -27,8 +30,11 @@ from verl.utils.import_utils import load_class_from_fqn
 
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import step_episodes
+from toolcanary.simulator.scripted import gold_trajectory
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.publisher import read_published, verify_checkpoint
+from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
 from toolcanary.train.verl_hooks import (
     PublishingCheckpointCallback,
@@ -84,13 +90,50 @@ def test_finished_steps_fold_into_metrics_and_the_curriculum(tmp_path):
     lines = [dict(base, step=1, reward=1.0), dict(base, step=1, reward=0.0, outcome="aborted"),
              dict(base, step=2, reward=-1.0)]
     for number, line in enumerate(lines):
-        (folder / f"worker-{number}.jsonl").write_text(json.dumps(line) + "\n")
+        step_folder = step_episodes(folder, line["step"])
+        step_folder.mkdir(exist_ok=True)
+        (step_folder / f"worker-{number}.jsonl").write_text(json.dumps(line) + "\n")
     row = close_step(settings, curriculum, 1)
     assert row["reward_mean"] == 0.5 and row["aborted_frac"] == 0.5 and curriculum.level == 4
     assert load_curriculum(settings).level == 4  # persisted for a restart
     rows = read_train_metrics(settings.run_results() / "train_metrics.csv")
     assert [r["step"] for r in rows] == [1.0]
     assert close_step(settings, curriculum, 9) is None
+
+
+def test_closing_a_step_reads_that_steps_episode_files_only(tmp_path, monkeypatch):
+    """Closing step 200 must not re-read the 199 steps before it: their files are not opened (a broken one in
+    an earlier step's folder does not matter), so a step closes in the same time at the end of a run."""
+    import toolcanary.train.verl_hooks as hooks
+
+    settings = _settings(tmp_path)
+    folder = episode_dir(settings)
+    base = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
+            "user_turns": 0, "tool_rewards": [], "user_rewards": [], "invalid_calls": 0, "calls": 1,
+            "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "episode_id": "e", "task_key": "k"}
+    for step in (1, 2, 3):
+        step_episodes(folder, step).mkdir(parents=True)
+        (step_episodes(folder, step) / "host-1.jsonl").write_text(json.dumps(dict(base, step=step, reward=1.0)) + "\n")
+    (step_episodes(folder, 1) / "host-2.jsonl").write_text("not a record\n{}\n")
+    opened, read = [], hooks.read_episodes
+    monkeypatch.setattr(hooks, "read_episodes", lambda path: opened.append(path) or read(path))
+    row = close_step(settings, load_curriculum(settings), 3)
+    assert row["reward_mean"] == 1.0
+    assert opened == [step_episodes(folder, 3) / "host-1.jsonl"]
+
+
+def test_the_agent_loop_files_each_episode_under_its_step_and_the_step_closes_from_there(
+        tmp_path, tokenizer, scripted_url, rng):
+    """The worker's side of the layout: a gold episode of step 7, played through the agent loop with the recipe's
+    episode_log_dir, lands in episodes/step_0007/<host>-<pid>.jsonl, and closing step 7 finds it there."""
+    settings = _settings(tmp_path)
+    spec = step_specs(Curriculum(), step=7, groups=1, n=1, rng=rng, key_prefix="g-0123456789abcdef")[0]
+    client = GoldClient(tokenizer, {spec.episode_id: gold_trajectory(fetch_task(scripted_url, spec))})
+    run_episodes(tokenizer, client, scripted_url, [spec], episode_log_dir=str(episode_dir(settings)))
+    files = sorted(p.relative_to(episode_dir(settings)).as_posix() for p in episode_dir(settings).rglob("*.jsonl"))
+    assert files == [f"step_0007/{socket.gethostname()}-{os.getpid()}.jsonl"]
+    row = close_step(settings, load_curriculum(settings), 7)
+    assert row is not None and row["reward_mean"] == 1.0
 
 
 def _recipe_config(thinking=True):
@@ -130,7 +173,7 @@ def test_callback_publishes_verls_hf_folder_with_the_curriculum_level(tmp_path, 
 
 def _finish_episodes(settings: TrainSettings, step: int, attempt: str, rewards: list[float]) -> None:
     """What the agent loops of one step leave behind: one record line per episode."""
-    folder = episode_dir(settings)
+    folder = step_episodes(episode_dir(settings), step)
     folder.mkdir(parents=True, exist_ok=True)
     base = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
             "user_turns": 0, "tool_rewards": [], "user_rewards": [], "invalid_calls": 0, "calls": 1,

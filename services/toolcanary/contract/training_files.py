@@ -1,7 +1,8 @@
 """The trainer's own files, typed: `episodes.jsonl` and `curriculum.json`, with their one reader and writer each.
 
-- `<results>/<run>/episodes.jsonl` (the CPU run) and `<results>/<run>/episodes/<host>-<pid>.jsonl` (one per
-  verl worker process): one `EpisodeRecord` per line, under the append-only rule (`append_only`).
+- `<results>/<run>/episodes.jsonl` (the CPU run) and `<results>/<run>/episodes/step_NNNN/<host>-<pid>.jsonl`
+  (one per verl worker process and training step, so that closing a step reads that step's records only, however
+  long the run): one `EpisodeRecord` per line, under the append-only rule (`append_only`).
 - `<results>/<run>/held_out_answers.jsonl` (the CPU run's starting-policy check): one `HeldOutAnswer` per line,
   the policy's greedy first answer on a held-out simulator task, as the served model's tool parser will read it.
 - `<runs>/<run>/trainer/curriculum.json` (verl's hooks): the curriculum's state, its state after every closed
@@ -30,6 +31,11 @@ EPISODES_DIR = "episodes"
 CURRICULUM_FILE = "curriculum.json"
 HELD_OUT_FILE = "held_out_answers.jsonl"
 TASK_KEY_TAG_FILE = "task_key_tag"  # <runs>/<run>/trainer/: the prefix of the run's task keys (train.task_keys)
+
+def step_episodes(episodes_dir: str | Path, step: int) -> Path:
+    """The folder of one training step's episode files under `<results>/<run>/episodes/`."""
+    return Path(episodes_dir) / f"step_{step:04d}"
+
 
 StopReason = Literal[
     "response_length", "assistant_turns", "user_turns", "tool_turns", "user_terminated", "aborted"

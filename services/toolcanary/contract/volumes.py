@@ -142,7 +142,7 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("results", WARM_START, Csv(WARM_START_COLUMNS), "train (CPU run)"),
     VolumeFile("results", EPISODES_FILE, Lines(EpisodeRecord), "train (CPU run)"),
     VolumeFile("results", HELD_OUT_FILE, Lines(HeldOutAnswer), "train (starting-policy check)"),
-    VolumeFile("results", f"{EPISODES_DIR}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
+    VolumeFile("results", f"{EPISODES_DIR}/{_STEP}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
     VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_COLUMNS), "evaluate"),
     VolumeFile("results", SAMPLE_FILE, Document(RunSample), "evaluate"),
     VolumeFile("results", f"{_PASS}/manifest.json", Document(EvalPassManifest), "evaluate"),

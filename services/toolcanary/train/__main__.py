@@ -1,5 +1,5 @@
 """Command line of the trainer: the CPU embedded run, its starting policy, the CPU policy builder, the GPU recipe's
-seed rows and the recipe check.
+seed rows, the recipe check and the GPU run's step 0.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
     python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
@@ -7,6 +7,7 @@ seed rows and the recipe check.
     python -m toolcanary.train build-policy --policy smollm2 --out volumes/models/smollm2
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
     python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
+    python -m toolcanary.train publish-base -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
 
 Exit status: 0 done, 2 bad input, 3 training stopped on a fault it names (a simulator that refuses the token,
 speaks another contract version or is not ready; the circuit breaker); rerun with the same --run to resume.
@@ -38,6 +39,8 @@ EPILOG = """examples:
   python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
   python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b \
       actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/recipes/trustee-qwen3-4b/agent_loops.yaml
+  TOOLCANARY_TRAIN_RUN=r1 python -m toolcanary.train publish-base -- --config-path recipes/trustee-qwen3-4b \
+      --config-name trustee_qwen3_4b actor_rollout_ref.model.path=/models/Qwen3-4B
 
 exit status: 0 done, 2 bad input, 3 training stopped on a fault the message names (the simulator refuses the
 token, speaks another contract version or is not ready; the circuit breaker); rerun with the same --run.
@@ -86,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                "what GPU workers would reject")
     check.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
                        help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
+    base = sub.add_parser("publish-base", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=EPILOG, help="publish the recipe's starting model as step 0 of the run (TOOLCANARY_TRAIN_RUN), "
+                                              "before verl starts; a published step 0 is kept")
+    base.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
+                      help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
     return parser
 
 
@@ -99,10 +107,15 @@ def main(argv: list[str] | None = None) -> int:
 
             print(build_base_policy(args.policy, args.out, seed=args.seed)[1])
             return 0
-        if args.command == "check-recipe":
+        if args.command in ("check-recipe", "publish-base"):
+            argv = args.main_ppo_args[1:] if args.main_ppo_args[:1] == ["--"] else args.main_ppo_args
+            if args.command == "publish-base":
+                from toolcanary.train.base_checkpoint import publish_base
+
+                print(publish_base(argv))
+                return 0
             from toolcanary.train.recipe_check import check_recipe
 
-            argv = args.main_ppo_args[1:] if args.main_ppo_args[:1] == ["--"] else args.main_ppo_args
             report = check_recipe(argv)
             print("\n".join(f"ok  {line}" for line in report.checks))
             return 0

@@ -53,7 +53,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 from toolcanary.contract.chat import Message
 from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
-from toolcanary.contract.training_files import EpisodeRecord
+from toolcanary.contract.training_files import EpisodeRecord, step_episodes
 from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeSpec
 from toolcanary.train.metrics import append_line
@@ -327,10 +327,11 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         record.policy_tokens = sum(mask)
         record.seconds = round(time.monotonic() - started, 4)
         if self.episode_log is not None:
-            # One file per process, so the workers' lines never interleave; appended under the append-only
-            # rule, so a worker killed mid-line costs that line only and the driver's reader says so.
-            append_line(self.episode_log / f"{socket.gethostname()}-{os.getpid()}.jsonl",
-                        record.model_dump_json() + "\n")
+            # One file per process and step, so the workers' lines never interleave and closing a step reads
+            # that step's files only; appended under the append-only rule, so a worker killed mid-line costs
+            # that line only and the driver's reader says so.
+            writer = f"{socket.gethostname()}-{os.getpid()}.jsonl"
+            append_line(step_episodes(self.episode_log, record.step) / writer, record.model_dump_json() + "\n")
         return AgentLoopOutput(
             prompt_ids=list(prompt_ids), response_ids=list(response_ids)[: self.response_length],
             response_mask=list(mask)[: self.response_length],

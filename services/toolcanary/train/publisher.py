@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+from safetensors.torch import save_file
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.append_only import fsync_dir
@@ -122,6 +123,9 @@ def publish_folder(source: Path, run_dir: Path, *, run: str, step: int, base_mod
 
 
 FLOAT_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# Largest weight shard a publish writes, hence about what one publish holds in memory (a 4B model in bf16 is
+# four such shards); a tensor larger than this is a shard of its own.
+SHARD_BYTES = 2 * 1024**3
 
 
 def serving_dtype(config_path: Path) -> torch.dtype:
@@ -131,26 +135,56 @@ def serving_dtype(config_path: Path) -> torch.dtype:
     return FLOAT_DTYPES.get(name, torch.bfloat16)
 
 
-def cast_weights(source: Path, target: Path, dtype: torch.dtype) -> None:
-    """Write every safetensors file of `source` into `target` with its floating tensors in `dtype`, and keep
-    config.json and the shard index consistent with what was written."""
-    total = 0
+def cast_weights(source: Path, target: Path, dtype: torch.dtype, shard_bytes: int = SHARD_BYTES) -> None:
+    """Write the weights of every safetensors file of `source` into `target` as shards of at most `shard_bytes`
+    (a tensor larger than that gets a shard of its own), floating tensors in `dtype`, with the shard index
+    vLLM and transformers read, and config.json naming the dtype.
+
+    Tensors are read one at a time from the memory-mapped source and a shard is written as soon as it is full,
+    so a publish holds about one output shard in memory, whatever the size of verl's files (transformers 5
+    writes a 4B model's fp32 `hf_model` as one 16 GB file by default)."""
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    filled, total = 0, 0
+    names: list[list[str]] = [[]]
+
+    def flush() -> None:
+        number = len(names)
+        path = target / f".shard-{number:05d}.safetensors"
+        save_file(shards[-1], path, metadata={"format": "pt"})
+        shards[-1] = {}
+
     for path in sorted(source.glob("*.safetensors")):
-        tensors = {name: (t.to(dtype) if t.is_floating_point() else t).contiguous()
-                   for name, t in load_file(path).items()}
-        total += sum(t.numel() * t.element_size() for t in tensors.values())
-        save_file(tensors, target / path.name, metadata={"format": "pt"})
+        with safe_open(path, framework="pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open has no __iter__)
+                tensor = weights.get_tensor(name)
+                tensor = (tensor.to(dtype) if tensor.is_floating_point() else tensor).contiguous()
+                size = tensor.numel() * tensor.element_size()
+                if filled and filled + size > shard_bytes:
+                    flush()
+                    names.append([])
+                    filled = 0
+                shards[-1][name] = tensor
+                names[-1].append(name)
+                filled += size
+                total += size
+    flush()
+    count = len(names)
+    weight_map = {}
+    for number, members in enumerate(names, start=1):
+        final = "model.safetensors" if count == 1 else f"model-{number:05d}-of-{count:05d}.safetensors"
+        (target / f".shard-{number:05d}.safetensors").rename(target / final)
+        weight_map.update(dict.fromkeys(members, final))
+    index_path = target / "model.safetensors.index.json"  # the source's index names the source's shards
+    index_path.unlink(missing_ok=True)
+    if count > 1:
+        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        index_path.write_text(json.dumps(index, indent=2) + "\n")
     name = str(dtype).removeprefix("torch.")
     config_path = target / "config.json"
     if config_path.exists():
         config = json.loads(config_path.read_text())
         config.update(dtype=name, torch_dtype=name)
         config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    index_path = target / "model.safetensors.index.json"
-    if index_path.exists():
-        index = json.loads(index_path.read_text())
-        index.setdefault("metadata", {})["total_size"] = total
-        index_path.write_text(json.dumps(index, indent=2) + "\n")
 
 
 def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_model: str,

@@ -44,6 +44,7 @@ from toolcanary.contract.training_files import (
     EPISODES_DIR,
     CurriculumFile,
     read_curriculum,
+    step_episodes,
     write_curriculum,
 )
 from toolcanary.train.curriculum import Curriculum
@@ -146,8 +147,10 @@ def validation_rows(rows: list, step: int, mode: str = "toolcanary") -> list[dic
 
 def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attempt: str | None = None) -> dict | None:
     """Fold the finished training episodes of `step` (of `attempt`, when given) into its metrics row and
-    the level, and persist the state; None (and nothing changed) when the step left no episode records."""
-    records = [record for path in sorted(episode_dir(settings).glob("*.jsonl")) for record in read_episodes(path)
+    the level, and persist the state; None (and nothing changed) when the step left no episode records.
+    Only the step's own folder is read, so a step of a 200-step run closes as fast as the first."""
+    records = [record for path in sorted(step_episodes(episode_dir(settings), step).glob("*.jsonl"))
+               for record in read_episodes(path)
                if record["step"] == step and record.get("split", "train") == "train"
                and (attempt is None or record.get("attempt") == attempt)]
     if not records:
