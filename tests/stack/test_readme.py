@@ -50,3 +50,14 @@ def test_no_document_binds_rays_dashboard_beyond_the_loopback():
     for path in [ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("recipes/*/README.md")]:
         for host in re.findall(r"--dashboard-host[= ](\S+)", path.read_text()):
             assert host in ("127.0.0.1", "localhost"), (path, host)
+
+
+def test_the_contract_version_the_docs_show_is_the_codes():
+    """A /health answer quoted in a doc shows the contract version the simulator really reports."""
+    from toolcanary.contract import CONTRACT_VERSION
+
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "recipes").glob("*/README.md"))]
+    shown = {(path.name, version) for path in docs
+             for version in re.findall(r'"contract_version":\s*"([^"]+)"', path.read_text())}
+    assert shown, "no doc quotes a /health answer any more: drop this test"
+    assert {version for _, version in shown} == {CONTRACT_VERSION}, sorted(shown)
