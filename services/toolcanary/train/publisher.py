@@ -140,9 +140,10 @@ def cast_weights(source: Path, target: Path, dtype: torch.dtype, shard_bytes: in
     (a tensor larger than that gets a shard of its own), floating tensors in `dtype`, with the shard index
     vLLM and transformers read, and config.json naming the dtype.
 
-    Tensors are read one at a time from the memory-mapped source and a shard is written as soon as it is full,
-    so a publish holds about one output shard in memory, whatever the size of verl's files (transformers 5
-    writes a 4B model's fp32 `hf_model` as one 16 GB file by default)."""
+    Tensors are read one at a time (the source file opened for each) and a shard is written as soon as it is
+    full, so a publish holds about two shards (the one filling and its serialised copy) and the largest tensor
+    in both dtypes, whatever the size of verl's files (transformers 5 writes a 4B model's fp32 `hf_model` as
+    one 16 GB file by default); bench/train_publish_memory.py measures it."""
     shards: list[dict[str, torch.Tensor]] = [{}]
     filled, total = 0, 0
     names: list[list[str]] = [[]]
@@ -155,18 +156,22 @@ def cast_weights(source: Path, target: Path, dtype: torch.dtype, shard_bytes: in
 
     for path in sorted(source.glob("*.safetensors")):
         with safe_open(path, framework="pt") as weights:
-            for name in weights.keys():  # noqa: SIM118 (safe_open has no __iter__)
+            in_file = list(weights.keys())
+        for name in in_file:
+            # Opened per tensor: safe_open maps the whole file, and every page read stays resident until the
+            # file is closed, so reading a 16 GB file through one open would hold 16 GB by the end.
+            with safe_open(path, framework="pt") as weights:
                 tensor = weights.get_tensor(name)
-                tensor = (tensor.to(dtype) if tensor.is_floating_point() else tensor).contiguous()
-                size = tensor.numel() * tensor.element_size()
-                if filled and filled + size > shard_bytes:
-                    flush()
-                    names.append([])
-                    filled = 0
-                shards[-1][name] = tensor
-                names[-1].append(name)
-                filled += size
-                total += size
+            tensor = (tensor.to(dtype) if tensor.is_floating_point() else tensor).contiguous()
+            size = tensor.numel() * tensor.element_size()
+            if filled and filled + size > shard_bytes:
+                flush()
+                names.append([])
+                filled = 0
+            shards[-1][name] = tensor
+            names[-1].append(name)
+            filled += size
+            total += size
     flush()
     count = len(names)
     weight_map = {}
