@@ -47,6 +47,9 @@ fi
 # serve reads ${STEP} through Compose; the value exported here is the one just resolved.
 export STEP="$step"
 
+# Never on a GPU the running training profile holds (toolcanary/evaluate/gpu_share.py, standard library only).
+PYTHONPATH=services python3 -m toolcanary.evaluate.gpu_share --compose "${COMPOSE:-docker compose}" || exit 2
+
 echo "eval_step: run $run, step $step, pass $pass"
 trap '"${compose[@]}" stop serve' EXIT
 "${compose[@]}" up -d --wait serve

@@ -8,6 +8,7 @@ starts vLLM on CPU is exercised end to end. The compose one checks the commands 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from conftest import cli, make_checkpoint
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.loopback import free_port
-from toolcanary.evaluate.schedule import passes_for, published_checkpoints
+from toolcanary.evaluate.schedule import eval_all, passes_for, published_checkpoints
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.command import TOOL_FLAGS, served_model_name, vllm_command
@@ -139,3 +140,19 @@ def test_eval_all_rehashes_each_checkpoint_and_one_bad_step_does_not_stop_the_ot
     rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
     assert {(r.step, r.pass_index) for r in rows} == {(0, 1)}
     assert sorted(p.name for p in (tmp_path / "g/serving").iterdir()) == ["step_0000.log"]  # nothing else served
+
+
+def test_eval_all_over_compose_refuses_a_gpu_the_running_trainer_holds_before_any_step(tmp_path):
+    config = {"services": {name: {"deploy": {"resources": {"reservations": {"devices": [{"device_ids": ids}]}}}}
+                           for name, ids in (("trainer", ["0", "1"]), ("simulator", ["2"]), ("serve", ["1"]))}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    stub = tmp_path / "compose"
+    stub.write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path}/calls\ncase \" $* \" in\n"
+                    f"  *' ps '*) echo simulator; echo trainer ;;\n  *' config '*) cat {tmp_path}/config.json ;;\nesac\n")
+    stub.chmod(0o755)
+    settings = EvalSettings(serving="compose", compose_command=str(stub), checkpoints_dir=tmp_path / "checkpoints",
+                            results_dir=tmp_path / "results")
+    with pytest.raises(ContractError) as refused:
+        eval_all(settings, "g", argparse.Namespace())
+    assert "GPU 1 (trainer)" in str(refused.value) and "set SERVE_GPU to a free one" not in str(refused.value)
+    assert not [line for line in (tmp_path / "calls").read_text().splitlines() if line.startswith("up")]

@@ -1,7 +1,8 @@
 """A recording stand-in for `docker compose`, for tests of the make targets that drive the stack.
 
 Each call appends one JSON line to $RECORDER_LOG: the arguments, the subcommand, and the ToolCanary variables
-of its environment. `config` runs the real Compose binary ($RECORDER_COMPOSE) with the same arguments, so a
+of its environment. `config` runs the real Compose binary ($RECORDER_COMPOSE) with the same arguments, `ps` lists the services
+$RECORDER_RUNNING names as running, so a
 script that asks Compose what it resolves gets the real answer; `up` also records the command the real binary
 resolves for each service it names (what that container would run). Nothing needs a Docker engine.
 
@@ -36,7 +37,9 @@ def main() -> int:
     entry = {"argv": sys.argv[1:], "command": command, "args": rest,
              "env": {name: os.environ.get(name) for name in WATCHED}}
     status = 0
-    if command == "config":
+    if command == "ps":  # the services $RECORDER_RUNNING names (comma-separated) are running
+        print("\n".join(name for name in os.environ.get("RECORDER_RUNNING", "").split(",") if name))
+    elif command == "config":
         status = subprocess.run([real, *sys.argv[1:]], timeout=60).returncode
     elif command == "up":
         resolved = subprocess.run([real, *options, "config", "--format", "json"], capture_output=True, text=True,

@@ -104,6 +104,8 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
     if settings.serving == "local":
         settings = settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
     serving = serving or make_serving(settings, run)
+    if isinstance(serving, ComposeServing):
+        serving.check_gpus()  # before any step: every one would be served on the same GPU
     done = scored_passes(settings.results_dir, run)
     scored, failures = [], []
     for entry in published_checkpoints(settings.checkpoints_dir, run):

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.loopback import wait_until_ok
+from toolcanary.evaluate import gpu_share
 from toolcanary.evaluate.bfcl_process import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -108,6 +109,13 @@ class ComposeServing:
         """(up argv, the variables it adds to the environment, stop argv)."""
         env = {"STEP": str(step), "TOOLCANARY_SERVE_STEP": str(step), "TOOLCANARY_SERVE_MODEL_NAME": served_model}
         return [*self.compose, "up", "-d", self.service], env, [*self.compose, "stop", self.service]
+
+    def check_gpus(self) -> None:
+        """Refuse a serve GPU that the running training profile holds (toolcanary.evaluate.gpu_share)."""
+        try:
+            gpu_share.check(self.compose)
+        except gpu_share.GpuShared as err:
+            raise ContractError("SERVE_GPU", "a GPU the running training profile does not hold", str(err)) from err
 
     def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
         up, env, _ = self.commands(step, served_model)
