@@ -1,5 +1,5 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
-# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2
+# Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2  GPUS=0,1,...
 #             SUITES="<test suites>"  COMPOSE="<compose command>"
 #             TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, and git's; see below)
 # Values typed here or exported in the shell win over .env.
@@ -11,8 +11,10 @@ STEP ?=
 PASS ?= 1
 QUICK ?=
 POLICY ?=
+GPUS ?=
 SUITES ?=
 VENV := .venvs
+comma := ,
 need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
 
 # What every command that runs Docker Compose gets. The containers run as the user who runs make, so what they
@@ -68,10 +70,10 @@ eval: ## stack: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=
 	$(CHECK_ENV)
 	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
-eval-all: setup-eval ## stack: score every published checkpoint of RUN not yet scored, plus the repeats
+eval-all: setup-eval ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
 
 watch: setup-eval ## stack: score checkpoints of RUN as the trainer publishes them
 	$(need-run)

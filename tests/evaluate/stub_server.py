@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -146,7 +147,8 @@ def main() -> None:
     parser.add_argument("--max-chars", type=int, default=4000)
     args = parser.parse_args()
     server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars)
-    print(f"stub {args.mode} serving {args.model} at {server.base_url}", flush=True)
+    print(f"stub {args.mode} serving {args.model} at {server.base_url} on GPU "
+          f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'none')}", flush=True)
     server.serve_forever()
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import socket
 import sys
 from pathlib import Path
 
@@ -54,6 +55,44 @@ def test_eval_all_scores_each_published_checkpoint_once_through_local_serving(tm
     assert again.returncode == 0 and "0 passes scored" in again.stdout
     watched = cli(tmp_path, "watch", *args, "--until-step", "10", checkpoints=checkpoints)
     assert watched.returncode == 0 and "0 passes scored" in watched.stdout
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+@pytest.mark.slow
+def test_eval_all_on_two_gpus_scores_every_checkpoint_and_repeat_exactly_once(tmp_path):
+    """Two stub servers, one per "GPU", take the published steps between them: every (step, pass) is scored
+    once, each step was served on one of the two GPUs, and the rows of both went into the one CSV whole."""
+    checkpoints = tmp_path / "checkpoints"
+    publish(checkpoints, "g", [0, 10, 20, 30])
+    port = free_port()
+    while not port_is_free(port + 1):  # the second server listens on the next port
+        port = free_port()
+    serve = f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle --delay 0.05"
+    args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(port),
+            "--gpus", "3", "5", "--repeat-steps", "0", "30", "--repeat-passes", "2",
+            "--categories", "irrelevance", "simple_python", "--sample", "1"]
+    done = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
+    assert done.returncode == 0, done.stderr
+    expected = [(0, 1), (0, 2), (10, 1), (20, 1), (30, 1), (30, 2)]
+    assert "6 passes scored: " + ", ".join(f"step {s} pass {p}" for s, p in expected) in done.stdout
+    rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")  # refuses a repeated (step, pass, category)
+    assert sorted({(r.step, r.pass_index) for r in rows}) == expected and len(rows) == 2 * len(expected)
+    gpus = {}
+    for step in (0, 10, 20, 30):
+        first = (tmp_path / f"g/serving/step_{step:04d}.log").read_text().splitlines()[0]
+        assert first.startswith(f"stub oracle serving g-step{step:04d}"), first
+        gpus[step] = first.rsplit(" ", 1)[1]
+    assert set(gpus.values()) == {"3", "5"}, gpus  # both servers served
+    again = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
+    assert again.returncode == 0 and "0 passes scored" in again.stdout
 
 
 def test_repeats_follow_the_toolcanary_design():
@@ -154,5 +193,18 @@ def test_eval_all_over_compose_refuses_a_gpu_the_running_trainer_holds_before_an
                             results_dir=tmp_path / "results")
     with pytest.raises(ContractError) as refused:
         eval_all(settings, "g", argparse.Namespace())
-    assert "GPU 1 (trainer)" in str(refused.value) and "set SERVE_GPU to a free one" not in str(refused.value)
+    assert "GPU 1 (trainer)" in str(refused.value) and "serve on a free one" not in str(refused.value)
     assert not [line for line in (tmp_path / "calls").read_text().splitlines() if line.startswith("up")]
+
+
+def test_compose_serving_on_a_gpu_runs_in_a_project_of_its_own_with_that_gpu_and_port():
+    calls = []
+    serving = ComposeServing("docker compose", "serve", execute=lambda argv, env: calls.append((argv, env)),
+                             gpu="3", port=8001)
+    serving.start(20, None, "grpo1-step0020")
+    serving.stop()
+    (up, up_env), (stop, stop_env) = calls
+    assert up == ["docker", "compose", "-p", "toolcanary-serve-gpu3", "up", "-d", "serve"]
+    assert stop == ["docker", "compose", "-p", "toolcanary-serve-gpu3", "stop", "serve"]
+    assert (up_env["SERVE_GPU"], up_env["SERVE_PORT"], up_env["STEP"]) == ("3", "8001", "20")
+    assert (stop_env["SERVE_GPU"], stop_env["SERVE_PORT"]) == ("3", "8001")

@@ -24,7 +24,7 @@ def test_each_setting_has_a_flag(verb):
     parser = subparser(verb)
     # run scores one pass: the serving and repeat settings belong to eval-all and watch.
     not_here = {"serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
-                "watch_interval_s"} if verb == "run" else {"watch_interval_s"} if verb == "eval-all" else set()
+                "watch_interval_s", "gpus"} if verb == "run" else {"watch_interval_s"} if verb == "eval-all" else set()
     problems = flag_problems(parser, EvalSettings, own_help=OWN_FLAGS, renamed={"overlong_counted_wrong": "--overlong-wrong"})
     assert [p for p in problems if not any(f"EvalSettings.{n} " in p for n in not_here)] == []
 

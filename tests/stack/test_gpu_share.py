@@ -36,7 +36,7 @@ def test_the_example_wiring_serves_on_a_gpu_the_trainer_holds(example_env):
 def test_the_refusal_names_the_gpus_training_leaves_free(example_env, tmp_path):
     config = resolve(env_file(tmp_path, example_env, SERVE_GPU="5"))
     problem = shared_gpus(config, {"simulator"})
-    assert "GPU 5 (simulator)" in problem and "set SERVE_GPU to a free one (0, 1, 2, 3)" in problem
+    assert "GPU 5 (simulator)" in problem and "serve on a free one (0, 1, 2, 3): SERVE_GPU for make eval" in problem
     assert shared_gpus(resolve(env_file(tmp_path, example_env, SERVE_GPU="8")), {"simulator", "trainer"}) is None
 
 
@@ -64,3 +64,9 @@ def test_make_eval_serves_when_training_is_not_running(stack):
     result, recorded = stack("STEP=0")
     assert result.returncode == 0, result.stderr
     assert [c["command"] for c in recorded if c["command"] in ("up", "run")] == ["up", "run"]
+
+
+def test_each_gpu_eval_all_is_given_is_checked(example_env):
+    config = resolve(example_env)
+    assert shared_gpus(config, {"simulator"}, ["0", "1"]) is None  # the trainer's GPUs, while it does not run
+    assert "GPU 6 (simulator)" in shared_gpus(config, {"simulator"}, ["1", "6"])

@@ -113,7 +113,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("demo", "run"): ("r1", "r1"), ("simulator", "run"): ("r1", "r1"), ("train", "run"): ("r1", "r1"),
            ("simulator", "upstreams"): ("http://a:1, http://b:2", ["http://a:1", "http://b:2"]),
            ("simulator", "backoff"): ("fixed", "fixed"), ("evaluate", "serving"): ("compose", "compose"),
-           ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample"))}
+           ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample")),
+           ("evaluate", "gpus"): ("3,5", ("3", "5"))}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

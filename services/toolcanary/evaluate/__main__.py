@@ -30,6 +30,7 @@ ALL_EXAMPLES = """examples:
   python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
   python -m toolcanary.evaluate eval-all --run grpo1 --serving local --serve-command "python -m vllm.entrypoints.openai.api_server --model {model_dir} --served-model-name {served_model} --port {port} --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3"
   python -m toolcanary.evaluate watch --run grpo1 --serving compose --until-step 200
+  python -m toolcanary.evaluate eval-all --run grpo1 --serving compose --gpus 0 1 2 3 4 5 6 7
 """
 GUARDS_EXAMPLES = """examples:
   python -m toolcanary.evaluate guards
@@ -40,7 +41,7 @@ GUARDS_EXAMPLES = """examples:
 OWN_FLAGS = ("results_dir", "checkpoints_dir", "base_url", "api_key", "threads", "request_timeout_s",
              "request_retries", "phase_timeout_s", "sample", "sample_multi_turn", "seed", "overlong_counted_wrong",
              "run", "serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
-             "watch_interval_s")
+             "watch_interval_s", "gpus")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -98,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--health-timeout-s", type=float, dest="health_timeout_s")
         sub.add_argument("--repeat-steps", type=int, nargs="*", dest="repeat_steps")
         sub.add_argument("--repeat-passes", type=int, dest="repeat_passes")
+        sub.add_argument("--gpus", nargs="+", dest="gpus", metavar="GPU",
+                         help="serve this many checkpoints at once, one server per GPU, on --serve-port, "
+                              "--serve-port + 1, ... (e.g. --gpus 0 1 2 3 after training)")
         if name == "watch":
             sub.add_argument("--until-step", type=int, help="stop once this step is scored")
             sub.add_argument("--watch-interval-s", type=float, dest="watch_interval_s")
@@ -113,8 +117,9 @@ def settings_from(args: argparse.Namespace) -> EvalSettings:
     names = [n for n in EvalSettings.model_fields if n not in ("run", "sample", "sample_multi_turn", "seed",
                                                                 "repeat_steps")]
     changes = {n: getattr(args, n, None) for n in names}
-    if getattr(args, "repeat_steps", None) is not None:
-        changes["repeat_steps"] = tuple(args.repeat_steps)
+    for name in ("repeat_steps", "gpus"):
+        if getattr(args, name, None) is not None:
+            changes[name] = tuple(getattr(args, name))
     settings = EvalSettings.from_env().replace(**changes)
     # The item sample: a flag wins, then the setting (0 there meaning every item).
     if getattr(args, "sample", None) is None and settings.sample > 0:

@@ -32,17 +32,18 @@ def reserved(config: dict, service: str) -> list[str]:
             for device_id in device.get("device_ids", []) or []]
 
 
-def shared_gpus(config: dict, running: set[str]) -> str | None:
-    """Why serving would share a GPU with training (None when it would not)."""
+def shared_gpus(config: dict, running: set[str], serving: list[str] | None = None) -> str | None:
+    """Why serving on `serving` (default: the GPU serve reserves) would share a GPU with training (None when it
+    would not)."""
     held = {gpu: name for name in TRAINING if name in running for gpu in reserved(config, name)}
-    serving = reserved(config, SERVE)
+    serving = reserved(config, SERVE) if serving is None else serving
     clash = [gpu for gpu in serving if gpu in held]
     if not clash:
         return None
     known = sorted({gpu for name in config.get("services", {}) for gpu in reserved(config, name)}, key=_order)
     free = [gpu for gpu in known if gpu not in held]
     where = ", ".join(f"GPU {gpu} ({held[gpu]})" for gpu in clash)
-    hint = (f"set SERVE_GPU to a free one ({', '.join(free)})" if free else
+    hint = (f"serve on a free one ({', '.join(free)}): SERVE_GPU for make eval, GPUS= for make eval-all" if free else
             "no GPU the stack names is free while training runs: score after training (make eval-all), or name a "
             "GPU outside the stack's in SERVE_GPU")
     return (f"serve would run on {where}, which the running training profile holds: vLLM would fail its "
@@ -69,12 +70,12 @@ def resolved_config(compose: list[str]) -> dict:
     return json.loads(done.stdout)
 
 
-def check(compose: list[str]) -> None:
-    """Raises GpuShared when serve's GPU is held by a running simulator or trainer."""
+def check(compose: list[str], serving: list[str] | None = None) -> None:
+    """Raises GpuShared when serve's GPU (or one of `serving`) is held by a running simulator or trainer."""
     running = running_services(compose)
     if not running & set(TRAINING):
         return
-    problem = shared_gpus(resolved_config(compose), running)
+    problem = shared_gpus(resolved_config(compose), running, serving)
     if problem:
         raise GpuShared(problem)
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import queue
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,27 +101,72 @@ def make_serving(settings: EvalSettings, run: str) -> Serving:
     raise ContractError("--serving", "local or compose", repr(settings.serving))
 
 
+def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Serving]]:
+    """One (settings, serving) per server eval-all runs at once: one per GPU of `settings.gpus` (on serve_port,
+    serve_port + 1, ...), else the one server as configured."""
+    if not settings.gpus:
+        if settings.serving == "local":
+            settings = settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
+        return [(settings, make_serving(settings, run))]
+    if settings.serving not in ("local", "compose"):
+        raise ContractError("--serving", "local or compose", repr(settings.serving))
+    out = []
+    for offset, gpu in enumerate(settings.gpus):
+        port = settings.serve_port + offset
+        mine = settings.replace(serve_port=port, base_url=f"http://{settings.serve_host}:{port}/v1")
+        if settings.serving == "local":
+            out.append((mine, LocalProcessServing(settings.serve_command, port, settings.results_dir / run / "serving",
+                                                  env={"CUDA_VISIBLE_DEVICES": gpu})))
+        else:
+            out.append((mine, ComposeServing(settings.compose_command, settings.compose_service, gpu=gpu, port=port)))
+    return out
+
+
 def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:
-    """Score every missing (step, pass); return those scored. Raises after trying all if any pass failed."""
-    if settings.serving == "local":
-        settings = settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
-    serving = serving or make_serving(settings, run)
-    if isinstance(serving, ComposeServing):
-        serving.check_gpus()  # before any step: every one would be served on the same GPU
+    """Score every missing (step, pass); return those scored. Raises after trying all if any pass failed.
+
+    With several servers (`settings.gpus`), each takes the next published step not yet taken, so the steps are
+    served at once, one per GPU; rows are appended under the CSV's lock as with one server.
+    """
+    if serving is not None:
+        pool = [(settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
+                 if settings.serving == "local" else settings, serving)]
+    else:
+        pool = servers(settings, run)
+    for _, server in pool:
+        if isinstance(server, ComposeServing):
+            server.check_gpus()  # before any step: every one would be served on the same GPU
     done = scored_passes(settings.results_dir, run)
-    scored, failures = [], []
+    work: queue.SimpleQueue = queue.SimpleQueue()
     for entry in published_checkpoints(settings.checkpoints_dir, run):
         todo = [p for p in passes_for(entry.step, settings) if (entry.step, p) not in done]
-        if not todo:
-            continue
-        try:
-            scored += score_step(settings, run, args, serving, entry, todo)
-        except StepFailed as err:
-            scored += err.scored
-            failures.append(f"step {entry.step} {err.got}")
-        except ContractError as err:
-            log.error("step %d refused: %s", entry.step, err)
-            failures.append(f"step {entry.step}: {err}")
+        if todo:
+            work.put((entry, todo))
+    scored, failures = [], []
+
+    def serve_steps(mine: EvalSettings, server: Serving) -> None:
+        while True:
+            try:
+                entry, todo = work.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                scored.extend(score_step(mine, run, args, server, entry, todo))
+            except StepFailed as err:
+                scored.extend(err.scored)
+                failures.append((entry.step, f"step {entry.step} {err.got}"))
+            except ContractError as err:
+                log.error("step %d refused: %s", entry.step, err)
+                failures.append((entry.step, f"step {entry.step}: {err}"))
+
+    if len(pool) == 1:
+        serve_steps(*pool[0])
+    else:
+        with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="serve") as executor:
+            for future in [executor.submit(serve_steps, *server) for server in pool]:
+                future.result()
+    scored.sort()
+    failures = [text for _, text in sorted(failures)]
     if failures:
         done_text = ", ".join(f"step {s} pass {p}" for s, p in scored) or "none"
         raise ContractError(f"eval-all of run {run!r}", "every pass scored",

@@ -54,11 +54,11 @@ def wait_healthy(base_url: str, served_model: str, timeout_s: float, alive: Call
 class LocalProcessServing:
     """A serving command run as a child process, e.g. the vLLM command of toolcanary.serve.command."""
 
-    def __init__(self, template: str, port: int, log_dir: Path) -> None:
+    def __init__(self, template: str, port: int, log_dir: Path, env: dict[str, str] | None = None) -> None:
         if not template:
             raise ContractError("--serve-command", "a command template with {model_dir} {served_model} {port}",
                                 "nothing", "Set TOOLCANARY_EVALUATE_SERVE_COMMAND or pass --serve-command")
-        self.template, self.port, self.log_dir = template, port, log_dir
+        self.template, self.port, self.log_dir, self.env = template, port, log_dir, dict(env or {})
         self.process: subprocess.Popen | None = None
 
     def argv(self, step: int, model_dir: Path | None, served_model: str) -> list[str]:
@@ -80,7 +80,7 @@ class LocalProcessServing:
         argv = self.argv(step, model_dir, served_model)
         log.info("serving step %d: %s", step, " ".join(argv))
         self.process = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        preexec_fn=die_with_parent)
+                                        preexec_fn=die_with_parent, env={**os.environ, **self.env})
         log_file.close()
 
     def alive(self) -> bool:
@@ -99,21 +99,30 @@ class LocalProcessServing:
 
 
 class ComposeServing:
-    """`docker compose up -d serve` with STEP set, then `docker compose stop serve`."""
+    """`docker compose up -d serve` with STEP set, then `docker compose stop serve`.
 
-    def __init__(self, compose_command: str, service: str, execute: Callable[..., object] | None = None) -> None:
-        self.compose, self.service = shlex.split(compose_command), service
+    With `gpu`, the server runs in a Compose project of its own (`<project>-gpu<N>`) with SERVE_GPU and
+    SERVE_PORT set, so that several checkpoints are served at once, one per GPU.
+    """
+
+    def __init__(self, compose_command: str, service: str, execute: Callable[..., object] | None = None,
+                 gpu: str | None = None, port: int | None = None) -> None:
+        self.compose, self.service, self.gpu = shlex.split(compose_command), service, gpu
+        self.env = {"SERVE_GPU": gpu, "SERVE_PORT": str(port)} if gpu is not None else {}
+        self.project = ["-p", f"toolcanary-serve-gpu{gpu}"] if gpu is not None else []
         self.execute = execute or (lambda argv, env: subprocess.run(argv, env=env, check=True))
 
     def commands(self, step: int, served_model: str) -> tuple[list[str], dict[str, str], list[str]]:
         """(up argv, the variables it adds to the environment, stop argv)."""
-        env = {"STEP": str(step), "TOOLCANARY_SERVE_STEP": str(step), "TOOLCANARY_SERVE_MODEL_NAME": served_model}
-        return [*self.compose, "up", "-d", self.service], env, [*self.compose, "stop", self.service]
+        env = {"STEP": str(step), "TOOLCANARY_SERVE_STEP": str(step), "TOOLCANARY_SERVE_MODEL_NAME": served_model,
+               **self.env}
+        compose = [*self.compose, *self.project]
+        return [*compose, "up", "-d", self.service], env, [*compose, "stop", self.service]
 
     def check_gpus(self) -> None:
         """Refuse a serve GPU that the running training profile holds (toolcanary.evaluate.gpu_share)."""
         try:
-            gpu_share.check(self.compose)
+            gpu_share.check(self.compose, None if self.gpu is None else [self.gpu])
         except gpu_share.GpuShared as err:
             raise ContractError("SERVE_GPU", "a GPU the running training profile does not hold", str(err)) from err
 
@@ -126,6 +135,6 @@ class ComposeServing:
         return True
 
     def stop(self) -> None:
-        stop = [*self.compose, "stop", self.service]
+        stop = [*self.compose, *self.project, "stop", self.service]
         log.info("stopping: %s", " ".join(stop))
-        self.execute(stop, dict(os.environ))
+        self.execute(stop, {**os.environ, **self.env})

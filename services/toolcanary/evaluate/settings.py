@@ -67,10 +67,14 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     health_timeout_s: float = Field(1800.0, description="how long eval-all / watch wait for serve to list the "
                                                         "checkpoint, seconds")
     watch_interval_s: float = Field(60.0, description="how often watch looks for new checkpoints, seconds")
+    gpus: Annotated[tuple[str, ...], NoDecode] = Field(
+        (), description="eval-all / watch: serve this many checkpoints at once, one server per listed GPU, on "
+                        "serve_port, serve_port + 1, ... (comma-separated in the environment; empty: one server "
+                        "on the configured GPU)")
     compose_command: str = Field("docker compose", description="the Compose command (serving compose)")
     compose_service: str = Field("serve", description="the Compose service that serves checkpoints")
 
-    @field_validator("repeat_steps", mode="before")
+    @field_validator("repeat_steps", "gpus", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
