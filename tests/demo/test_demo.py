@@ -166,13 +166,14 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path):
 @pytest.fixture(scope="module")
 def smollm2_quick(tmp_path_factory):
     """`make demo QUICK=1` with the default policy (SmolLM2, one GRPO step, checkpoints 0 and 1 scored once, one
-    item per category), made cheaper where the path stays the same: a deliberately small starting policy (two
-    warm-start steps instead of the preset's 30, which would add about eight minutes), one task of four episodes
-    in its GRPO step instead of two, 32-token turns in training and serving instead of 128, and a served window of
+    item per category), made cheaper where the path stays the same: a deliberately small starting policy (one
+    warm-start step instead of the preset's 30, which would add about eight minutes), one task of two episodes
+    in its GRPO step instead of two of four, 32-token turns in training and serving instead of 128, and a served window of
     2,048 positions instead of 8,192, so that BFCL's long multi-turn prompts are refused at once (counted wrong)
     instead of prefilled on two cores."""
     root = tmp_path_factory.mktemp("smollm2")
-    env = {**volume_env(root), "TOOLCANARY_TRAIN_WARM_START_STEPS": "2", "TOOLCANARY_TRAIN_TASKS_PER_STEP": "1",
+    env = {**volume_env(root), "TOOLCANARY_TRAIN_WARM_START_STEPS": "1", "TOOLCANARY_TRAIN_TASKS_PER_STEP": "1",
+           "TOOLCANARY_TRAIN_ROLLOUTS_PER_TASK": "2",
            "TOOLCANARY_TRAIN_MAX_TURN_TOKENS": "32", "TOOLCANARY_DEMO_MAX_NEW_TOKENS": "32",
            "TOOLCANARY_DEMO_MAX_MODEL_LEN": "2048"}
     done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "ci-smollm2"],
