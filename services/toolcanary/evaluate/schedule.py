@@ -101,19 +101,24 @@ def make_serving(settings: EvalSettings, run: str) -> Serving:
     raise ContractError("--serving", "local or compose", repr(settings.serving))
 
 
+def local_url(settings: EvalSettings) -> EvalSettings:
+    """With local serving the client reaches the server it starts (serve_host:serve_port), not base_url."""
+    if settings.serving != "local":
+        return settings
+    return settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
+
+
 def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Serving]]:
     """One (settings, serving) per server eval-all runs at once: one per GPU of `settings.gpus` (on serve_port,
     serve_port + 1, ...), else the one server as configured."""
     if not settings.gpus:
-        if settings.serving == "local":
-            settings = settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
-        return [(settings, make_serving(settings, run))]
+        return [(local_url(settings), make_serving(settings, run))]
     if settings.serving not in ("local", "compose"):
         raise ContractError("--serving", "local or compose", repr(settings.serving))
     out = []
     for offset, gpu in enumerate(settings.gpus):
         port = settings.serve_port + offset
-        mine = settings.replace(serve_port=port, base_url=f"http://{settings.serve_host}:{port}/v1")
+        mine = settings.replace(serve_port=port, base_url=f"http://{settings.serve_host}:{port}/v1")  # compose too
         if settings.serving == "local":
             out.append((mine, LocalProcessServing(settings.serve_command, port, settings.results_dir / run / "serving",
                                                   env={"CUDA_VISIBLE_DEVICES": gpu})))
@@ -128,11 +133,7 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
     With several servers (`settings.gpus`), each takes the next published step not yet taken, so the steps are
     served at once, one per GPU; rows are appended under the CSV's lock as with one server.
     """
-    if serving is not None:
-        pool = [(settings.replace(base_url=f"http://{settings.serve_host}:{settings.serve_port}/v1")
-                 if settings.serving == "local" else settings, serving)]
-    else:
-        pool = servers(settings, run)
+    pool = [(local_url(settings), serving)] if serving is not None else servers(settings, run)
     for _, server in pool:
         if isinstance(server, ComposeServing):
             server.check_gpus()  # before any step: every one would be served on the same GPU

@@ -144,15 +144,14 @@ def cast_weights(source: Path, target: Path, dtype: torch.dtype, shard_bytes: in
     full, so a publish holds about two shards (the one filling and its serialised copy) and the largest tensor
     in both dtypes, whatever the size of verl's files (transformers 5 writes a 4B model's fp32 `hf_model` as
     one 16 GB file by default); bench/train_publish_memory.py measures it."""
-    shards: list[dict[str, torch.Tensor]] = [{}]
-    filled, total = 0, 0
-    names: list[list[str]] = [[]]
+    shard: dict[str, torch.Tensor] = {}
+    written: list[list[str]] = []  # the tensor names of each shard written, in order
+    filled = total = 0
 
     def flush() -> None:
-        number = len(names)
-        path = target / f".shard-{number:05d}.safetensors"
-        save_file(shards[-1], path, metadata={"format": "pt"})
-        shards[-1] = {}
+        save_file(shard, target / f".shard-{len(written) + 1:05d}.safetensors", metadata={"format": "pt"})
+        written.append(list(shard))
+        shard.clear()
 
     for path in sorted(source.glob("*.safetensors")):
         with safe_open(path, framework="pt") as weights:
@@ -164,18 +163,16 @@ def cast_weights(source: Path, target: Path, dtype: torch.dtype, shard_bytes: in
                 tensor = weights.get_tensor(name)
             tensor = (tensor.to(dtype) if tensor.is_floating_point() else tensor).contiguous()
             size = tensor.numel() * tensor.element_size()
-            if filled and filled + size > shard_bytes:
+            if shard and filled + size > shard_bytes:
                 flush()
-                names.append([])
                 filled = 0
-            shards[-1][name] = tensor
-            names[-1].append(name)
+            shard[name] = tensor
             filled += size
             total += size
     flush()
-    count = len(names)
+    count = len(written)
     weight_map = {}
-    for number, members in enumerate(names, start=1):
+    for number, members in enumerate(written, start=1):
         final = "model.safetensors" if count == 1 else f"model-{number:05d}-of-{count:05d}.safetensors"
         (target / f".shard-{number:05d}.safetensors").rename(target / final)
         weight_map.update(dict.fromkeys(members, final))
