@@ -50,7 +50,7 @@ def run_bare(work: Path, server: StubServer, args: argparse.Namespace, key: str)
     """Bare bfcl-eval: a fresh project root, generate then evaluate through the registering wrapper."""
     root = work / "root"
     root.mkdir(parents=True)
-    env = bfcl_env(root, server.base_url, "EMPTY", server.model, key, 60.0, 0)
+    env = bfcl_env(root, server.base_url, "EMPTY", server.model, key, 60.0, 0, 0)
     selection = ["--test-category", ",".join(args.categories)]
     if args.sample:
         (root / "test_case_ids_to_generate.json").write_text(json.dumps(choose_sample(args.categories, args.sample, 0)))

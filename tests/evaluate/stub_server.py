@@ -5,8 +5,11 @@ BFCL request), `drop` (closes the connection without answering), `empty` (200 wi
 tokens), `noparser` (tool calls left as
 `<tool_call>` text in content, like vLLM without a tool parser), `malformed` (the probe gets a truncated call as text, like a
 weak model on a server that does not enforce forced calls), `overlong` (oracle, but HTTP 400 with
-vLLM's context-length message for prompts over `--max-chars`). The preflight probe is answered correctly in
-every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each answer.
+vLLM's context-length message for prompts over `--max-chars`), `cut` (a reasoning trace stopped at the
+output cap: text, no call, finish_reason "length"). The preflight probe is answered correctly in every mode but
+`noparser`, so the client's later guards are what is tested. `--delay` slows each BFCL answer (not the probe).
+Every request's `max_tokens` is kept in `max_tokens_seen`; with `kv_tokens` the server publishes its KV-cache
+size on /metrics as vLLM does.
 
     .venvs/eval/bin/python tests/evaluate/stub_server.py --port 8011 --model demo-step0000 --mode oracle
 """
@@ -25,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_answers import OracleIndex  # noqa: E402
 
-MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong", "malformed")
+MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong", "malformed", "cut")
+BLOCK_SIZE = 16
 _INDEX: OracleIndex | None = None
 _INDEX_LOCK = threading.Lock()
 
@@ -42,10 +46,12 @@ class StubServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, port: int, model: str, mode: str, delay: float = 0.0, max_chars: int = 4000,
-                 max_model_len: int = 40960) -> None:
+                 max_model_len: int = 40960, kv_tokens: int | None = None) -> None:
         assert mode in MODES, mode
         self.model, self.mode, self.delay, self.max_chars, self.max_model_len = model, mode, delay, max_chars, max_model_len
+        self.kv_tokens = kv_tokens
         self.requests = 0
+        self.max_tokens_seen: list[int | None] = []
         self.index = oracle_index() if mode in ("oracle", "overlong") else None
         super().__init__(("127.0.0.1", port), Handler)
 
@@ -89,6 +95,14 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") in ("/v1/models", "/health"):
             self._send(200, {"object": "list", "data": [
                 {"id": self.server.model, "object": "model", "max_model_len": self.server.max_model_len}]})
+        elif self.path == "/metrics" and self.server.kv_tokens:
+            data = (f'vllm:cache_config_info{{block_size="{BLOCK_SIZE}",cache_dtype="auto",engine="0",'
+                    f'num_gpu_blocks="{self.server.kv_tokens // BLOCK_SIZE}"}} 1.0\n').encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
         else:
             self._send(404, {"error": "not found"})
 
@@ -103,7 +117,9 @@ class Handler(BaseHTTPRequestHandler):
         messages, tools, mode = body.get("messages", []), body.get("tools", []), self.server.mode
         prompt_chars = len(json.dumps(messages)) + len(json.dumps(tools))
         is_probe = len(messages) == 1 and "Call the get_weather tool." in str(messages[0].get("content"))
-        if self.server.delay:
+        if not is_probe:
+            self.server.max_tokens_seen.append(body.get("max_tokens"))
+        if self.server.delay and not is_probe:
             time.sleep(self.server.delay)
         if is_probe:
             calls = [("get_weather", {"city": "Paris"})]
@@ -129,6 +145,13 @@ class Handler(BaseHTTPRequestHandler):
                                     f"This model's maximum context length is {self.server.max_chars // 4} tokens. "
                                     f"However, your request has {prompt_chars // 4} input tokens. "
                                     "Please reduce the length of the input messages."})
+        if mode == "cut":
+            # vLLM's reasoning parser keeps a trace that never closed out of `content`.
+            reply = _completion(self.server.model, None, [], prompt_chars)
+            reply["choices"][0]["finish_reason"] = "length"
+            reply["choices"][0]["message"]["reasoning_content"] = "The user wants something; first I should che"
+            reply["usage"]["completion_tokens"] = body.get("max_tokens") or 7
+            return self._send(200, reply)
         if mode == "abstain" or self.server.index is None:
             return self._send(200, _completion(self.server.model, "I cannot help with that.", [], prompt_chars))
         calls = self.server.index.answer(messages, tools) or []

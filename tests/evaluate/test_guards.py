@@ -15,7 +15,7 @@ def test_the_guards_command_lists_every_guard_with_its_phase_and_code(tmp_path):
     done = cli(tmp_path, "guards")
     assert done.returncode == 0, done.stderr
     assert " -> ".join(PHASES) in done.stdout
-    assert len(GUARDS) == 6 and len({g.number for g in GUARDS}) == 6
+    assert len(GUARDS) == 7 and len({g.number for g in GUARDS}) == 7
     for guard in GUARDS:
         assert f"guard {guard.number} {guard.name}  (phase: {guard.phase})" in done.stdout
         assert guard.prevents in done.stdout and guard.phase in PHASES

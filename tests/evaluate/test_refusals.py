@@ -102,7 +102,7 @@ def test_a_dot_env_in_the_project_root_is_refused_and_inherited_server_settings_
 
     monkeypatch.setenv("OPENAI_BASE_URL", "http://stale:1/v1")
     monkeypatch.setenv("BFCL_PROJECT_ROOT", "/somewhere/else")
-    env = bfcl_env(tmp_path, "http://127.0.0.1:9/v1", "EMPTY", "m", "toolcanary-served-FC", 5.0, 0)
+    env = bfcl_env(tmp_path, "http://127.0.0.1:9/v1", "EMPTY", "m", "toolcanary-served-FC", 5.0, 0, 0)
     assert (env["OPENAI_BASE_URL"], env["BFCL_PROJECT_ROOT"]) == ("http://127.0.0.1:9/v1", str(tmp_path))
     (tmp_path / ".env").write_text("OPENAI_BASE_URL=http://stale:1/v1\n")
     with pytest.raises(ContractError, match="override the server address"):

@@ -76,9 +76,15 @@ class EvalPassManifest(BaseModel):
     sample_seed: int | None = None
     sample_ids: dict[str, list[str]] = Field(default_factory=dict)
     threads: int = Field(ge=1)
+    max_tokens: int | None = Field(None, description="output cap of every request (absent: none was sent)")
+    sizing: str | None = Field(None, description="where the derived sizes came from (toolcanary.evaluate.sizing)")
     temperature: float
     overlong_counted_wrong: bool
     overlong_items: dict[str, list[str]] = Field(default_factory=dict)
+    truncated_items: dict[str, list[str]] = Field(
+        default_factory=dict, description="items with a response cut at max_tokens: counted wrong")
+    truncated_bfcl_correct: dict[str, list[str]] = Field(
+        default_factory=dict, description="of those, the ones BFCL's own scoring would have counted correct")
     error_counts: dict[str, int] = Field(default_factory=dict)
     timings_s: dict[str, float] = Field(default_factory=dict)
     started_at: str

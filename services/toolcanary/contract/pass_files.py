@@ -41,6 +41,8 @@ FAILURE_FILE = "failure.json"
 # The two outcomes that are not BFCL error types; every other outcome is an error type and counts as wrong.
 CORRECT = "correct"
 OVERLONG = "overlong"
+# Cut at the pass's output cap: never BFCL's verdict, always wrong (toolcanary.evaluate.guards, guard 7).
+TRUNCATED = "truncated"
 
 
 class RunSample(BaseModel):
@@ -83,7 +85,7 @@ class ItemOutcome(BaseModel):
 
     category: str
     id: str
-    outcome: str = Field(description='"correct", "overlong", or the BFCL error type of a wrong answer')
+    outcome: str = Field(description='"correct", "overlong", "truncated", or the BFCL error type of a wrong answer')
 
     @field_validator("category")
     @classmethod

@@ -8,8 +8,9 @@ category as 0. So the client reads both kinds of file strictly:
   found (`classify`, guard 2), context-length errors told apart (guard 4), cleaned for a resume;
 - score files (`bfcl/score/...`): exactly one fresh file per requested category, with the requested item
   count (guard 5);
-- outcomes (`outcomes.jsonl`, typed in `toolcanary.contract.pass_files`): "correct", BFCL's error type, or
-  "overlong", which overrides BFCL's verdict (an overlong irrelevance item is not a correct abstention).
+- outcomes (`outcomes.jsonl`, typed in `toolcanary.contract.pass_files`): "correct", BFCL's error type,
+  "overlong" or "truncated", both of which override BFCL's verdict (an irrelevance item the server refused as
+  too long, or whose answer was cut at the output cap, is not a correct abstention).
 
     results = read_results(paths.result_dir, "toolcanary-served-FC", ids)
     outcomes = build_outcomes(ids, results, read_scores(paths.score_dir, ids, not_before))
@@ -24,9 +25,10 @@ from pathlib import Path
 
 from toolcanary.contract.csv_schemas import BfclRow
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.pass_files import CORRECT, OVERLONG, ItemOutcome, count_outcomes
+from toolcanary.contract.pass_files import CORRECT, OVERLONG, TRUNCATED, ItemOutcome, count_outcomes
 from toolcanary.evaluate import guards
 from toolcanary.evaluate.bfcl_data import RESULT_PREFIX, group_dir
+from toolcanary.evaluate.bfcl_wrapper import TRUNCATED_FIELD
 
 ERROR_PREFIX = "Error during inference"
 OVERLONG_TEXT = re.compile(r"maximum context length|max_model_len|longer than the maximum model length|"
@@ -42,6 +44,12 @@ def result_path(result_dir: Path, registry_key: str, category: str) -> Path:
     return result_dir / registry_key.replace("/", "_") / group_dir(category) / f"{RESULT_PREFIX}{category}_result.json"
 
 
+def truncated(entry: dict) -> bool:
+    """Whether the server cut one of the item's responses at the output cap (the handler's count)."""
+    count = entry.get(TRUNCATED_FIELD, 0)
+    return isinstance(count, int) and count > 0
+
+
 def _empty(response: object, tokens: object) -> bool:
     if response is None or response == "":
         return True
@@ -51,10 +59,15 @@ def _empty(response: object, tokens: object) -> bool:
 
 @guards.enforces(guards.FAILED_REQUESTS, guards.OVERLONG_ITEMS)
 def classify(entry: dict) -> str | None:
-    """None for an answer BFCL may score; otherwise request_error, overlong or empty_response."""
+    """None for an answer BFCL may score; otherwise request_error, overlong or empty_response.
+
+    An answer cut at the output cap is an answer (its outcome is "truncated", see `build_outcomes`), even when
+    the cut left nothing but a reasoning trace outside `content`."""
     result = entry.get("result")
     if isinstance(result, str) and result.startswith(ERROR_PREFIX):
         return OVERLONG_ERROR if OVERLONG_TEXT.search(result) else REQUEST_ERROR
+    if truncated(entry):
+        return None
     tokens = entry.get("output_token_count")
     if isinstance(result, list) and result and all(isinstance(turn, list) for turn in result) and \
             isinstance(tokens, list) and all(isinstance(t, list) for t in tokens):
@@ -209,7 +222,7 @@ def read_scores(score_dir: Path, ids: dict[str, list[str]], not_before: float) -
 # Outcomes and rows
 
 
-@guards.enforces(guards.OVERLONG_ITEMS)
+@guards.enforces(guards.OVERLONG_ITEMS, guards.TRUNCATED_ANSWERS)
 def build_outcomes(
     ids: dict[str, list[str]], results: dict[str, dict[str, dict]], scores: dict[str, CategoryScore],
 ) -> list[ItemOutcome]:
@@ -220,6 +233,8 @@ def build_outcomes(
         for item in expected:
             if classify(results[category][item]) == OVERLONG_ERROR:
                 outcome = OVERLONG_ERROR
+            elif truncated(results[category][item]):
+                outcome = TRUNCATED
             else:
                 outcome = failed.get(item, CORRECT)
             outcomes.append(ItemOutcome(category=category, id=item, outcome=outcome))

@@ -6,6 +6,11 @@ bfcl-eval has no registry entry for an arbitrary OpenAI-compatible server. This 
 function names, which the handler sends as `a_b`, are mapped back before checking. The same wrapper must run
 both `generate` and `evaluate`; plain `bfcl evaluate` does not know the key.
 
+The handler adds two things bfcl-eval lacks: every request carries the pass's output cap (`max_tokens`,
+toolcanary.evaluate.sizing), and every result line records how many of the item's responses the server cut at
+that cap (`TRUNCATED_FIELD`, from finish_reason "length"). bfcl-eval would score a cut answer like any other;
+the client reads the field and counts the item as truncated instead.
+
 The client runs it as a fresh subprocess per phase with BFCL_PROJECT_ROOT set to the pass folder:
 
     TOOLCANARY_EVALUATE_SERVED_MODEL=run1-step0200 BFCL_PROJECT_ROOT=volumes/results/run1/passes/step_0200_pass_1/bfcl OPENAI_BASE_URL=http://127.0.0.1:8000/v1 \\
@@ -16,22 +21,44 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 
 HANDLER_NAME = "OpenAICompletionsHandler"
+# bfcl-eval writes every key of an inference's metadata into the item's result line.
+TRUNCATED_FIELD = "toolcanary_truncated_responses"
 
 
-def register(registry_key: str, served_model: str, timeout_s: float, retries: int) -> None:
-    """Add the served model to BFCL's registry, with an explicit request timeout and retry count."""
+def register(registry_key: str, served_model: str, timeout_s: float, retries: int, max_tokens: int) -> None:
+    """Add the served model to BFCL's registry, with an explicit request timeout, retry count and output cap."""
     from bfcl_eval.constants.model_config import MODEL_CONFIG_MAPPING, ModelConfig
     from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
 
     class ServedChatHandler(OpenAICompletionsHandler):
-        """OpenAICompletionsHandler whose client gives up after a bounded time instead of the SDK default."""
+        """OpenAICompletionsHandler with a bounded client, a capped output and a count of capped responses."""
+
+        # bfcl-eval runs one item per thread from start to end, so a thread's count is that item's.
+        _cut = threading.local()
 
         def _build_client_kwargs(self):
             kwargs = super()._build_client_kwargs()
             kwargs.update(timeout=timeout_s, max_retries=retries)
             return kwargs
+
+        def generate_with_backoff(self, **kwargs):
+            if max_tokens:
+                kwargs.setdefault("max_tokens", max_tokens)
+            return super().generate_with_backoff(**kwargs)
+
+        def _parse_query_response_FC(self, api_response):
+            if api_response.choices and api_response.choices[0].finish_reason == "length":
+                self._cut.count = getattr(self._cut, "count", 0) + 1
+            return super()._parse_query_response_FC(api_response)
+
+        def inference(self, test_entry, include_input_log, exclude_state_log):
+            self._cut.count = 0
+            result, metadata = super().inference(test_entry, include_input_log, exclude_state_log)
+            metadata[TRUNCATED_FIELD] = self._cut.count
+            return result, metadata
 
     ServedChatHandler.__name__ = HANDLER_NAME
     MODEL_CONFIG_MAPPING[registry_key] = ModelConfig(
@@ -59,6 +86,7 @@ def main(argv: list[str]) -> None:
         key, served,
         float(os.environ.get("TOOLCANARY_EVALUATE_REQUEST_TIMEOUT_S", "600")),
         int(os.environ.get("TOOLCANARY_EVALUATE_REQUEST_RETRIES", "2")),
+        int(os.environ.get("TOOLCANARY_EVALUATE_MAX_TOKENS", "0")),
     )
     from bfcl_eval.__main__ import cli
 

@@ -67,7 +67,16 @@ UNKNOWN_IDS = Guard(
     "id must have exactly one result",
 )
 
-GUARDS: tuple[Guard, ...] = (REUSED_FOLDER, FAILED_REQUESTS, PREFLIGHT, OVERLONG_ITEMS, SCORE_FILES, UNKNOWN_IDS)
+TRUNCATED_ANSWERS = Guard(
+    7, "truncated-answers", "count",
+    "an answer cut at the output cap (a thinking trace that never reached its call) is scored like a finished "
+    "one: a correct abstention in irrelevance",
+    'the handler counts responses with finish_reason "length" per item; such items are marked "truncated" in '
+    "the outcomes and counted wrong; the manifest lists them and the ones BFCL alone would have credited",
+)
+
+GUARDS: tuple[Guard, ...] = (REUSED_FOLDER, FAILED_REQUESTS, PREFLIGHT, OVERLONG_ITEMS, SCORE_FILES, UNKNOWN_IDS,
+                             TRUNCATED_ANSWERS)
 
 
 def enforces(*guards: Guard) -> Callable[[F], F]:

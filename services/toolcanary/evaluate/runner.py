@@ -2,11 +2,12 @@
 
     1. resolve inputs  the checkpoint and its weights hash, the item ids (the run's sample.json), the rows the
                        run's CSV already holds; then the pass folder is locked and claimed (guards 1 and 6)
-    2. preflight       probe the server before any BFCL request (guard 3)
+    2. preflight       probe the server before any BFCL request (guard 3); size the pass from what it reports
+                       (toolcanary.evaluate.sizing: output cap, threads, stall guard)
     3. generate        bfcl-eval generate in a fresh subprocess (a resume keeps only whole, answered results)
     4. refuse errors   read every result strictly; a failed or empty request refuses the pass (guards 2 and 6)
     5. evaluate        bfcl-eval evaluate in a fresh subprocess; read its score files strictly (guard 5)
-    6. count           per-item outcomes (overlong ones marked, guard 4), the rows, the manifest
+    6. count           per-item outcomes (overlong and truncated ones marked, guards 4 and 7), the rows, the manifest
     7. append          the rows into `<results>/<run>/bfcl_by_category.csv`, all at once, under its lock
 
 `python -m toolcanary.evaluate guards` lists the guards. Rows are appended only after every guard passed; a
@@ -52,6 +53,7 @@ from toolcanary.contract.pass_files import (
     OUTCOMES_FILE,
     REQUEST_FILE,
     SAMPLE_FILE,
+    TRUNCATED,
     CountRow,
     FailedItem,
     PassFailure,
@@ -68,7 +70,7 @@ from toolcanary.contract.pass_files import (
     write_request,
     write_sample,
 )
-from toolcanary.evaluate import guards, preflight
+from toolcanary.evaluate import guards, preflight, sizing
 from toolcanary.evaluate.bfcl_data import (
     bfcl_version,
     category_ids,
@@ -88,6 +90,7 @@ from toolcanary.evaluate.bfcl_files import (
 from toolcanary.evaluate.bfcl_process import GenerateProgress, bfcl_env, run_phase
 from toolcanary.evaluate.bfcl_wrapper import HANDLER_NAME
 from toolcanary.evaluate.settings import EvalSettings
+from toolcanary.evaluate.sizing import PassSizing
 
 log = logging.getLogger(__name__)
 
@@ -169,14 +172,15 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
             return append_rows(paths, inputs.scored)  # killed after counting: only the append is left
         paths.failure.unlink(missing_ok=True)
         report = preflight.probe(settings.base_url, opts.served_model, settings.api_key, settings.probe_timeout_s)
+        sized = size_pass(settings, paths, inputs.request, report, resuming)
         timings = {"preflight": round(time.monotonic() - t0, 3)}
-        manifest = _start_folder(settings, opts, paths, inputs, report, started)
+        manifest = _start_folder(settings, opts, paths, inputs, report, sized, started)
         try:
-            timings["generate"] = generate(settings, paths, inputs, resuming)
+            timings["generate"] = generate(settings, paths, inputs, sized, resuming)
             results = refuse_errors(settings, paths, inputs.request)
             if opts.stop_after == "generate":
                 return []
-            scores, timings["evaluate"] = evaluate(settings, paths, inputs.request)
+            scores, timings["evaluate"] = evaluate(settings, paths, inputs.request, sized)
         except PassRefused:
             raise
         except ContractError as err:
@@ -369,8 +373,24 @@ def claim(paths: PassPaths, request: PassRequest, resume: bool, scored: bool) ->
 # Phase 2, preflight, is toolcanary.evaluate.preflight.probe; what it found goes into the manifest.
 
 
+def size_pass(settings: EvalSettings, paths: PassPaths, request: PassRequest, report: preflight.ProbeReport,
+              resuming: bool) -> PassSizing:
+    """The pass's output cap, threads and stall guard; a resume must keep the cap its first answers had."""
+    items = sum(len(v) for v in request.ids.values())
+    sized = sizing.plan(settings, report.max_model_len, sizing.kv_cache_tokens(settings.base_url), items)
+    log.info("sizing: max_tokens %d, %d threads, stall guard %.0f s (%s)", sized.max_tokens, sized.threads,
+             sized.stall_timeout_s, sized.derived_from)
+    if resuming and paths.manifest.exists():
+        before = EvalPassManifest.model_validate_json(paths.manifest.read_text()).max_tokens
+        if before != sized.max_tokens:
+            raise ContractError(str(paths.manifest), f"the output cap the pass started with ({before})",
+                                f"{sized.max_tokens} now", "Resume with --max-tokens "
+                                f"{before} (answers under two caps do not mix), or score a new --pass")
+    return sized
+
+
 def _start_folder(settings: EvalSettings, opts: PassOptions, paths: PassPaths, inputs: PassInputs,
-                  report: preflight.ProbeReport, started: str) -> EvalPassManifest:
+                  report: preflight.ProbeReport, sized: PassSizing, started: str) -> EvalPassManifest:
     """Write request.json, BFCL's id list and the manifest as far as it is known before generate."""
     request, checkpoint = inputs.request, inputs.checkpoint
     manifest = EvalPassManifest(
@@ -381,7 +401,8 @@ def _start_folder(settings: EvalSettings, opts: PassOptions, paths: PassPaths, i
         probe_forced_call=report.forced_with,
         bfcl_eval_version=bfcl_version(), handler=f"{HANDLER_NAME} (chat completions, FC, underscore_to_dot)",
         categories=request.categories, sample_size=opts.sample, sample_seed=opts.seed if opts.sample else None,
-        sample_ids=request.ids if inputs.subset else {}, threads=settings.threads,
+        sample_ids=request.ids if inputs.subset else {}, threads=sized.threads, max_tokens=sized.max_tokens,
+        sizing=sized.derived_from,
         temperature=settings.temperature, overlong_counted_wrong=settings.overlong_counted_wrong,
         started_at=started,
     )
@@ -396,7 +417,7 @@ def _start_folder(settings: EvalSettings, opts: PassOptions, paths: PassPaths, i
 # Phase 3: generate
 
 
-def generate(settings: EvalSettings, paths: PassPaths, inputs: PassInputs, resuming: bool) -> float:
+def generate(settings: EvalSettings, paths: PassPaths, inputs: PassInputs, sized: PassSizing, resuming: bool) -> float:
     """Run bfcl-eval generate for the request's ids; return its wall time in seconds."""
     request = inputs.request
     total = sum(len(v) for v in request.ids.values())
@@ -406,18 +427,18 @@ def generate(settings: EvalSettings, paths: PassPaths, inputs: PassInputs, resum
     progress = GenerateProgress(paths.result_dir, total, sum(kept.values()))
     # --run-ids makes bfcl-eval rewrite a whole result file per item; whole categories append instead.
     selection = ["--run-ids"] if inputs.subset else ["--test-category", ",".join(request.categories)]
-    args = ["generate", "--model", settings.registry_key, *selection, "--num-threads", str(settings.threads),
+    args = ["generate", "--model", settings.registry_key, *selection, "--num-threads", str(sized.threads),
             "--temperature", str(settings.temperature)]
     try:
-        return round(run_phase("generate", args, _env(settings, paths, request), paths.logs / "generate.log",
-                               settings.phase_timeout_s, progress), 3)
+        return round(run_phase("generate", args, _env(settings, paths, request, sized), paths.logs / "generate.log",
+                               sized.stall_timeout_s, sized.phase_timeout_s, progress), 3)
     finally:
         progress.close()
 
 
-def _env(settings: EvalSettings, paths: PassPaths, request: PassRequest) -> dict[str, str]:
+def _env(settings: EvalSettings, paths: PassPaths, request: PassRequest, sized: PassSizing) -> dict[str, str]:
     return bfcl_env(paths.bfcl_root, settings.base_url, settings.api_key, request.served_model,
-                    settings.registry_key, settings.request_timeout_s, settings.request_retries)
+                    settings.registry_key, settings.request_timeout_s, settings.request_retries, sized.max_tokens)
 
 
 # Phase 4: refuse errors
@@ -449,14 +470,14 @@ def refuse_errors(settings: EvalSettings, paths: PassPaths, request: PassRequest
 # Phase 5: evaluate
 
 
-def evaluate(settings: EvalSettings, paths: PassPaths, request: PassRequest):
+def evaluate(settings: EvalSettings, paths: PassPaths, request: PassRequest, sized: PassSizing):
     """Run bfcl-eval evaluate; return (the score of every category, read strictly, wall time in seconds)."""
     shutil.rmtree(paths.score_dir, ignore_errors=True)
     args = ["evaluate", "--model", settings.registry_key, "--test-category", ",".join(request.categories),
             "--partial-eval"]
     not_before = time.time() - 1
-    wall = run_phase("evaluate", args, _env(settings, paths, request), paths.logs / "evaluate.log",
-                     settings.phase_timeout_s)
+    wall = run_phase("evaluate", args, _env(settings, paths, request, sized), paths.logs / "evaluate.log",
+                     sized.stall_timeout_s, sized.phase_timeout_s)
     return read_scores(paths.score_dir, request.ids, not_before), round(wall, 3)
 
 
@@ -472,6 +493,16 @@ def count(settings: EvalSettings, paths: PassPaths, request: PassRequest, manife
     manifest.error_counts = error_counts(outcomes)
     overlong = {c: [i for i in v if classify(results[c][i]) == OVERLONG_ERROR] for c, v in request.ids.items()}
     manifest.overlong_items = {c: v for c, v in overlong.items() if v}
+    cut = {c: [o.id for o in outcomes if o.category == c and o.outcome == TRUNCATED] for c in request.ids}
+    manifest.truncated_items = {c: v for c, v in cut.items() if v}
+    # What BFCL's number hides: cut answers it would have scored correct (mostly abstentions in irrelevance).
+    credited = {c: [i for i in v if i not in scores[c].failed] for c, v in manifest.truncated_items.items()}
+    manifest.truncated_bfcl_correct = {c: v for c, v in credited.items() if v}
+    if manifest.truncated_items:
+        log.warning("pass %s: %d items had an answer cut at max_tokens=%s and count wrong (BFCL alone would have "
+                    "credited %d); see truncated_items in %s, raise TOOLCANARY_EVALUATE_MAX_TOKENS if many",
+                    paths.folder.name, sum(map(len, cut.values())), manifest.max_tokens,
+                    sum(map(len, credited.values())), paths.manifest)
     manifest.timings_s = {**timings, "total": round(time.monotonic() - t0, 3)}
     write_json(paths.manifest, manifest.model_dump(mode="json"))
     return rows

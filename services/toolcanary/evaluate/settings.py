@@ -37,7 +37,12 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                   description="root of the checkpoint folders")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="the server's OpenAI API root, ending in /v1")
     api_key: str = Field("EMPTY", description="API key sent to the server")
-    threads: int = Field(8, description="concurrent BFCL requests")
+    # Zeros are derived per pass from the served context, the server's KV cache and the item count
+    # (toolcanary.evaluate.sizing, which says how); a value set here wins.
+    threads: int = Field(0, ge=0, description="concurrent BFCL requests (0: as many as the server's KV cache holds "
+                                              "at once, 8 when it does not say)")
+    max_tokens: int = Field(0, ge=0, description="output cap of one request (0: min(8192, context / 4)); an answer "
+                                                 "cut at the cap is counted wrong, as 'truncated'")
     # BFCL's own default; the server may clamp it (vLLM raises it to 0.01).
     temperature: float = Field(0.001, description="sampling temperature sent with each BFCL request")
     # Registry key BFCL files results under: no "_" (BFCL maps it to "/"), and "FC" forces function calling.
@@ -46,7 +51,10 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     request_timeout_s: float = Field(600.0, description="per-request timeout, seconds")
     request_retries: int = Field(2, description="retries before a request counts as failed")
     probe_timeout_s: float = Field(60.0, description="timeout of the pre-flight probe of the server, seconds")
-    phase_timeout_s: float = Field(6 * 3600.0, description="timeout of one BFCL phase (generate, evaluate), seconds")
+    phase_timeout_s: float = Field(0.0, ge=0, description="hard limit of one BFCL phase (generate, evaluate), "
+                                                          "seconds (0: none; the stall guard stops a stuck phase)")
+    stall_timeout_s: float = Field(0.0, ge=0, description="a phase with no progress for this long is refused, "
+                                                          "seconds (0: (retries + 1) x request timeout + 60)")
     overlong_counted_wrong: bool = Field(True, description="items longer than the served context count as wrong "
                                                            "(false: left out of the total)")
     # Items per category (0: every item), drawn once per run with `seed` and kept for every pass (--sample).
