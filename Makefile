@@ -1,6 +1,6 @@
 # ToolCanary's command surface. Every target only dispatches; the logic lives in services/ and scripts/.
 # Parameters: RUN=<run id>  STEP=<checkpoint step>  PASS=<repeat index>  QUICK=1  POLICY=tiny|smollm2  GPUS=0,1,...
-#             SUITES="<test suites>"  COMPOSE="<compose command>"
+#             SUITES="<test suites>"  COMPOSE="<compose command>"  HEAD=<Ray head's address>  NNODES=<nodes>
 #             TOOLCANARY_UID / TOOLCANARY_GID / TOOLCANARY_COMMIT (default: yours, and git's; see below)
 # Values typed here or exported in the shell win over .env.
 .DEFAULT_GOAL := help
@@ -13,6 +13,8 @@ QUICK ?=
 POLICY ?=
 GPUS ?=
 SUITES ?=
+HEAD ?=
+NNODES ?=
 VENV := .venvs
 comma := ,
 need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
@@ -24,7 +26,10 @@ need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-
 TOOLCANARY_UID ?= $(shell id -u)
 TOOLCANARY_GID ?= $(shell id -g)
 TOOLCANARY_COMMIT ?= $(shell scripts/git_commit.sh)
-STACK_ENV = TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(if $(TOOLCANARY_COMMIT), TOOLCANARY_COMMIT=$(TOOLCANARY_COMMIT))
+# With NNODES > 1 (typed, exported or in .env) the trainer is the Ray head on the host network: every command
+# gets COMPOSE_FILE with compose.multinode.yaml added to the files Compose would read (on one node: nothing).
+NODES_ENV = $(shell $(if $(NNODES),NNODES=$(NNODES) )python3 scripts/write_env.py --compose-file)
+STACK_ENV = $(strip TOOLCANARY_UID=$(TOOLCANARY_UID) TOOLCANARY_GID=$(TOOLCANARY_GID)$(if $(TOOLCANARY_COMMIT), TOOLCANARY_COMMIT=$(TOOLCANARY_COMMIT)) $(NODES_ENV))
 # A .env that still sets a variable the stack no longer reads stops the command instead of being ignored.
 CHECK_ENV = python3 scripts/write_env.py --check
 # `make up` adds --make-dirs: the folders the training profile mounts are created as you before Compose runs
@@ -38,7 +43,7 @@ HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-overri
 setup-%:
 	python3 scripts/setup_venvs.py $*
 
-.PHONY: help setup env build up down logs train eval eval-all watch figures audit demo test bench lint clean
+.PHONY: help setup env build up down logs ray-worker train eval eval-all watch figures audit demo test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -58,10 +63,17 @@ up: ## stack: start the training profile (simulator, then trainer once it is hea
 	$(STACK_ENV) $(COMPOSE) --profile train up -d
 
 down: ## stack: stop every service of the stack
-	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) down
+	$(STACK_ENV) $(COMPOSE) $(ALL_PROFILES) --profile worker down
 
 logs: ## stack: follow the logs of the running services
-	$(STACK_ENV) $(COMPOSE) --profile train --profile eval logs -f
+	$(STACK_ENV) $(COMPOSE) --profile train --profile eval --profile worker logs -f
+
+# On each further node of a multi-node run (NNODES > 1), once `make up` on the head waits for the nodes.
+# HEAD wins over RAY_HEAD_ADDRESS in .env; the check stops a node that has neither before Compose starts.
+WORKER_ENV = $(if $(HEAD),RAY_HEAD_ADDRESS=$(HEAD) )
+ray-worker: ## stack: join this node's GPUs to the Ray cluster of the trainer on HEAD=<head's address>
+	$(WORKER_ENV)$(CHECK_ENV) --make-dirs --ray-worker
+	$(STACK_ENV) $(WORKER_ENV)$(COMPOSE) --profile worker up -d ray-worker
 
 train: setup ## CPU: GRPO on a CPU policy against a local scripted simulator (RUN=, POLICY= optional)
 	$(VENV)/train/bin/python -m toolcanary.train cpu $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))

@@ -11,7 +11,13 @@ invoking user: Docker would create a missing bind-mount source as root, and the 
 user, could not write it. RUN and MODEL_CACHE are read as Compose reads them: the environment first, then the
 env file. A folder that exists but that the user cannot write is reported with the command that fixes it.
 
+A multi-node run: NNODES and GPUS_PER_NODE (read the same way) are checked with every check, `--ray-worker` (what
+`make ray-worker` adds) also needs RAY_HEAD_ADDRESS, and `--compose-file` prints the COMPOSE_FILE=... assignment
+the Makefile hands to Compose when NNODES > 1 (the files Compose would read, plus compose.multinode.yaml, which
+puts the trainer on the host network as the Ray head), nothing on one node.
+
 Run: python3 scripts/write_env.py [--out .env] [--example .env.example] [--uid N] [--gid N] [--check] [--make-dirs]
+                                  [--ray-worker] [--compose-file]
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ EXAMPLES = """examples:
   python3 scripts/write_env.py --check           # report problems of an existing .env, change nothing
   python3 scripts/write_env.py --check --make-dirs   # what `make up` runs: check, then create the mounted folders
   python3 scripts/write_env.py --out /tmp/ci.env --uid 1000 --gid 1000
+  RAY_HEAD_ADDRESS=10.0.0.1 python3 scripts/write_env.py --check --make-dirs --ray-worker   # `make ray-worker HEAD=10.0.0.1`
+  NNODES=2 python3 scripts/write_env.py --compose-file   # COMPOSE_FILE=compose.yaml:compose.multinode.yaml
 """
 # Variables the stack once read and no longer does: setting them changes nothing, which must not pass silently.
 RETIRED = {
@@ -44,6 +52,12 @@ STACK_FOLDERS = (
     "{cache}/simulator", "{cache}/train",                                          # one model cache each
 )
 DEFAULT_CACHE = "./volumes/cache"
+# The trainer's GPU reservation in compose.yaml (TRAINER_GPU_0..3, the ray-worker's too): Ray may hand out no more.
+RESERVED_TRAINER_GPUS = 4
+# Added to the Compose files when NNODES > 1: the trainer on the host network, as the Ray head.
+MULTINODE_FILE = "compose.multinode.yaml"
+# A host name or IP address alone: Ray's port is RAY_PORT, and a URL scheme is not part of Ray's address.
+HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 # toolcanary.contract.run_id's rule (this script runs on the host, without the services' packages).
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 ASSIGNMENT = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
@@ -88,6 +102,44 @@ def problems(env_text: str, uid: int, gid: int) -> list[str]:
             found.append(f"{name} is no longer read (the stack would silently use its defaults): remove it and set "
                          f"{instead}")
     return found
+
+
+def node_problems(env_text: str | None, ray_worker: bool = False) -> list[str]:
+    """What stops a multi-node run (or a node of one): counts that are no counts, more GPUs than the trainer's
+    reservation lets a container see, and, for a worker node, no head to join. Each with its fix."""
+    found = []
+    nodes = compose_value("NNODES", env_text)
+    if nodes and not (nodes.isdigit() and int(nodes) >= 1):
+        found.append(f"NNODES={nodes!r} is not a number of nodes: set NNODES=1 for one node, or the number of nodes "
+                     "(this one included) of a multi-node run")
+    gpus = compose_value("GPUS_PER_NODE", env_text)
+    if gpus and not (gpus.isdigit() and 1 <= int(gpus) <= RESERVED_TRAINER_GPUS):
+        found.append(f"GPUS_PER_NODE={gpus!r} is not 1-{RESERVED_TRAINER_GPUS}: compose.yaml lets the trainer (and "
+                     f"each ray-worker) see the {RESERVED_TRAINER_GPUS} GPUs TRAINER_GPU_0..3 name, and Ray may hand "
+                     "out only GPUs its container sees")
+    if ray_worker:
+        head = compose_value("RAY_HEAD_ADDRESS", env_text)
+        if not head:
+            found.append("RAY_HEAD_ADDRESS is not set: run make ray-worker HEAD=<the head node's address> (or add "
+                         "RAY_HEAD_ADDRESS=<address> to this node's .env)")
+        elif not HOST.match(head):
+            found.append(f"RAY_HEAD_ADDRESS={head!r} is not a host address: give the head node's IP address or host "
+                         "name alone (its port is RAY_PORT, 6379 unless set)")
+    return found
+
+
+def compose_file(env_text: str | None, root: Path = ROOT) -> str | None:
+    """COMPOSE_FILE for a multi-node run (NNODES > 1): the files Compose would read, then MULTINODE_FILE;
+    None on one node (or when NNODES is no count: the check reports it)."""
+    nodes = compose_value("NNODES", env_text)
+    if not nodes.isdigit() or int(nodes) <= 1:
+        return None
+    separator = compose_value("COMPOSE_PATH_SEPARATOR", env_text) or os.pathsep
+    configured = compose_value("COMPOSE_FILE", env_text)
+    # Compose's own default when COMPOSE_FILE is unset: compose.yaml, and compose.override.yaml when present.
+    files = configured.split(separator) if configured else [
+        "compose.yaml", *(["compose.override.yaml"] if (root / "compose.override.yaml").is_file() else [])]
+    return separator.join(files if MULTINODE_FILE in files else [*files, MULTINODE_FILE])
 
 
 def compose_value(name: str, env_text: str | None) -> str:
@@ -140,8 +192,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--make-dirs", action="store_true",
                         help="then create the host folders the train profile mounts (volumes/runs/<RUN>/..., "
                              "MODEL_CACHE/simulator and /train), as you, so that Docker does not create them as root")
+    parser.add_argument("--ray-worker", action="store_true",
+                        help="also require what a further node of a multi-node run needs: RAY_HEAD_ADDRESS")
+    parser.add_argument("--compose-file", action="store_true",
+                        help="only print COMPOSE_FILE=<files> for a multi-node run (NNODES > 1): the files Compose "
+                             f"would read plus {MULTINODE_FILE}; nothing on one node")
     args = parser.parse_args(argv)
+    if args.compose_file:
+        files = compose_file(args.out.read_text() if args.out.exists() else None)
+        if files:
+            print(f"COMPOSE_FILE={files}")
+        return 0
     status = write_or_check(args)
+    if status == 0:
+        found = node_problems(args.out.read_text() if args.out.exists() else None, ray_worker=args.ray_worker)
+        for problem in found:
+            print(f"nodes: {problem}", file=sys.stderr)
+        status = 1 if found else 0
     if status == 0 and args.make_dirs:
         found = make_dirs(args.out.read_text() if args.out.exists() else None)
         for problem in found:

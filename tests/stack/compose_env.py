@@ -72,12 +72,12 @@ def resolve(env_file: str | os.PathLike, env: dict | None = None, files: tuple[s
 
 
 # What the make targets that drive the stack need from the repository.
-SANDBOX_FILES = ("Makefile", "compose.yaml", ".env.example", "scripts", "services")
+SANDBOX_FILES = ("Makefile", "compose.yaml", "compose.multinode.yaml", ".env.example", "scripts", "services")
 
 
 def sandbox(tmp_path: Path) -> Path:
-    """A copy of the Makefile, compose.yaml, .env.example, scripts/ and services/: make runs there, never on a
-    real .env."""
+    """A copy of the Makefile, compose.yaml, compose.multinode.yaml, .env.example, scripts/ and services/: make runs
+    there, never on a real .env."""
     root = tmp_path / "repo"
     root.mkdir()
     for name in SANDBOX_FILES:

@@ -53,9 +53,15 @@ def every_line_set(values: dict[str, str]) -> str:
 
 
 def sentinel(name: str, value: str) -> str:
-    """A value other than the example's that still fits where Compose puts it (ports, GPU ids, paths, tags)."""
+    """A value other than the example's that still fits where Compose puts it (ports, GPU ids, paths, tags, and
+    IPv4 addresses, which Compose checks where it publishes a port)."""
     value = FILLED_BY_MAKE_ENV.get(name, value)
-    return str(int(value) + 11) if value.isdigit() else f"{value}-x"
+    if value.isdigit():
+        return str(int(value) + 11)
+    if re.fullmatch(r"(\d{1,3}\.){3}\d{1,3}", value):
+        *network, host = value.split(".")
+        return ".".join([*network, str((int(host) + 11) % 256)])
+    return f"{value}-x"
 
 
 def test_the_example_documents_settings_of_every_service_and_some_interpolated_wiring():

@@ -28,7 +28,7 @@ from compose_env import (
 
 UID, GID = str(os.getuid()), str(os.getgid())
 # Every target that runs Docker Compose, directly or through a script.
-STACK_TARGETS = ("build", "up", "down", "logs", "eval", "eval-all", "watch")
+STACK_TARGETS = ("build", "up", "down", "logs", "ray-worker", "eval", "eval-all", "watch")
 
 
 def test_every_service_runs_as_the_configured_user(resolved):

@@ -14,7 +14,7 @@ import pytest
 from compose_env import resolve, run_make, sandbox
 
 # Targets that build images or start containers (up and run build missing images).
-IMAGE_TARGETS = ("build", "up", "eval", "eval-all", "watch")
+IMAGE_TARGETS = ("build", "up", "ray-worker", "eval", "eval-all", "watch")
 
 
 def built(config: dict) -> dict[str, dict]:

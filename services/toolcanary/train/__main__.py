@@ -1,5 +1,5 @@
 """Command line of the trainer: the CPU embedded run, its starting policy, the CPU policy builder, the GPU recipe's
-seed rows, the recipe check and the GPU run's step 0.
+seed rows, the recipe check, the GPU run's step 0 and, on several nodes, the wait for the Ray cluster.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
     python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
@@ -8,6 +8,7 @@ seed rows, the recipe check and the GPU run's step 0.
     python -m toolcanary.train seed-data --out volumes/runs/r1/data --rows 3200 --run r1
     python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
     python -m toolcanary.train publish-base -- --config-path recipes/trustee-qwen3-4b --config-name trustee_qwen3_4b
+    python -m toolcanary.train wait-for-nodes --nodes 2 --gpus-per-node 4
 
 Exit status: 0 done, 2 bad input, 3 training stopped on a fault it names (a simulator that refuses the token,
 speaks another contract version or is not ready; the circuit breaker); rerun with the same --run to resume.
@@ -41,6 +42,7 @@ EPILOG = """examples:
       actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/recipes/trustee-qwen3-4b/agent_loops.yaml
   TOOLCANARY_TRAIN_RUN=r1 python -m toolcanary.train publish-base -- --config-path recipes/trustee-qwen3-4b \
       --config-name trustee_qwen3_4b actor_rollout_ref.model.path=/models/Qwen3-4B
+  python -m toolcanary.train wait-for-nodes --nodes 2 --gpus-per-node 4   # on the Ray head (train.sh, NNODES > 1)
 
 exit status: 0 done, 2 bad input, 3 training stopped on a fault the message names (the simulator refuses the
 token, speaks another contract version or is not ready; the circuit breaker); rerun with the same --run.
@@ -94,6 +96,14 @@ def build_parser() -> argparse.ArgumentParser:
                                               "before verl starts; a published step 0 is kept")
     base.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
                       help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
+    wait = sub.add_parser("wait-for-nodes", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=EPILOG, help="on the Ray head of a multi-node run: wait until every node and its "
+                                              "GPUs have joined (verl refuses to start short of them)")
+    wait.add_argument("--nodes", type=int, required=True, help="nodes of the run, the head included (NNODES)")
+    wait.add_argument("--gpus-per-node", type=int, required=True, help="GPUs each node offers Ray (GPUS_PER_NODE)")
+    wait.add_argument("--address", default="auto", help="the cluster (default auto: the one started on this node)")
+    wait.add_argument("--timeout-s", type=float, default=1800,
+                      help="give up after this many seconds, naming what joined (default 1800)")
     return parser
 
 
@@ -118,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
 
             report = check_recipe(argv)
             print("\n".join(f"ok  {line}" for line in report.checks))
+            return 0
+        if args.command == "wait-for-nodes":
+            from toolcanary.train.ray_cluster import wait_for_nodes
+
+            size = wait_for_nodes(args.nodes, args.gpus_per_node, address=args.address, timeout_s=args.timeout_s)
+            print(f"Ray cluster ready: {size.nodes} nodes, {size.gpus:g} GPUs")
             return 0
         if args.command == "seed-data":
             from toolcanary.train.seed_data import write_seed_data
