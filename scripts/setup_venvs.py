@@ -15,7 +15,7 @@ Run:
     python3 scripts/setup_venvs.py eval analysis   # only these
     python3 scripts/setup_venvs.py --lock train    # rebuild, then write locks/train.txt from pip freeze
     python3 scripts/setup_venvs.py --here eval     # inside an image: the eval recipe into this Python
-    python3 scripts/setup_venvs.py eval --python python3.12 --into /tmp/venvs   # another interpreter, elsewhere
+    python3 scripts/setup_venvs.py eval --python python3.12 --into .venvs-py312   # another interpreter, elsewhere
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         description="Build the per-image virtual environments under .venvs/.",
         epilog="examples:\n  python3 scripts/setup_venvs.py\n  python3 scripts/setup_venvs.py eval\n"
         "  python3 scripts/setup_venvs.py --lock analysis\n  python3 scripts/setup_venvs.py --here eval\n"
-        "  python3 scripts/setup_venvs.py eval analysis --python python3.12 --into /tmp/venvs",
+        "  python3 scripts/setup_venvs.py eval analysis --python python3.12 --into .venvs-py312",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("names", nargs="*", help="environments to build (default: all)")
