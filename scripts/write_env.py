@@ -33,7 +33,7 @@ EXAMPLES = """examples:
   python3 scripts/write_env.py                   # what `make env` runs: .env from .env.example, your ids
   python3 scripts/write_env.py --check           # report problems of an existing .env, change nothing
   python3 scripts/write_env.py --check --make-dirs   # what `make up` runs: check, then create the mounted folders
-  python3 scripts/write_env.py --out /tmp/ci.env --uid 1000 --gid 1000
+  python3 scripts/write_env.py --out ci.env --uid 1000 --gid 1000
   RAY_HEAD_ADDRESS=10.0.0.1 python3 scripts/write_env.py --check --make-dirs --ray-worker   # `make ray-worker HEAD=10.0.0.1`
   NNODES=2 python3 scripts/write_env.py --compose-file   # COMPOSE_FILE=compose.yaml:compose.multinode.yaml
 """
