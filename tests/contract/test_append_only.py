@@ -15,7 +15,7 @@ import logging
 import pytest
 
 from toolcanary.contract import (
-    BFCL_COLUMNS,
+    BFCL_WRITTEN_COLUMNS,
     TRAIN_METRICS_COLUMNS,
     BfclRow,
     ContractError,
@@ -71,7 +71,7 @@ def test_each_csv_truncated_mid_line_then_appended_loses_only_the_torn_line(tmp_
     append_bfcl_rows(bfcl, bfcl_pass(30))
     append_text(metrics, metrics_line(4), header=header)
     lines = bfcl.read_text().splitlines()
-    assert lines.count(",".join(BFCL_COLUMNS)) == 1 and torn_bfcl in lines
+    assert lines.count(",".join(BFCL_WRITTEN_COLUMNS)) == 1 and torn_bfcl in lines
     assert [r["step"] for r in read_train_metrics(metrics)] == [1, 2, 4]
     assert fence_path(metrics).exists() and fence_path(bfcl).exists()
     reported = [r.getMessage() for r in caplog.records if "is torn" in r.getMessage()]
@@ -82,8 +82,8 @@ def test_each_csv_truncated_mid_line_then_appended_loses_only_the_torn_line(tmp_
     with pytest.raises(ContractError, match="step 20, pass 1.*simple_python"):
         read_bfcl_by_category(bfcl)
     kept = [line for _, line in read_lines(bfcl).lines]
-    assert kept[1:] == [f"{s},1,{c},{s % 7},10" for s in (0, 10) for c in CATEGORIES] + [
-        "20,1,irrelevance,6,10"] + [f"30,1,{c},2,10" for c in CATEGORIES]
+    assert kept[1:] == [f"{s},1,{c},{s % 7},10," for s in (0, 10) for c in CATEGORIES] + [
+        "20,1,irrelevance,6,10,"] + [f"30,1,{c},2,10," for c in CATEGORIES]
     fenced = [m for m in reported if "fenced off, the next line starts fresh" in m]
     assert len(fenced) == 2
     drill("torn tails [train_metrics.csv, bfcl_by_category.csv]", faults_injected=2, survived=2,
@@ -109,7 +109,7 @@ def test_a_broken_line_in_the_middle_that_no_writer_fenced_is_refused(tmp_path):
     with bfcl.open("a") as handle:
         handle.write("10,1,irrel")  # torn, and then a writer that does not follow the rule:
         handle.write("10,1,irrelevance,3,10\n10,1,simple_python,3,10\n")
-    with pytest.raises(ContractError, match=r"line 4: expected a row of 5 comma-separated fields.*no writer fenced"):
+    with pytest.raises(ContractError, match=r"line 4: expected a row of 6 comma-separated fields.*no writer fenced"):
         read_bfcl_by_category(bfcl)
 
 

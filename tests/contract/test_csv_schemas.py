@@ -7,6 +7,7 @@ import pytest
 
 from toolcanary.contract import (
     BFCL_COLUMNS,
+    BFCL_WRITTEN_COLUMNS,
     TRAIN_METRICS_COLUMNS,
     BfclRow,
     ContractError,
@@ -27,7 +28,7 @@ def test_appended_rows_read_back_identically(tmp_path):
     second = [BfclRow(10, 1, "irrelevance", 190, 240), BfclRow(10, 1, "simple_python", 310, 400)]
     append_bfcl_rows(path, first)
     append_bfcl_rows(path, second)
-    assert path.read_text().splitlines()[0] == ",".join(BFCL_COLUMNS)
+    assert path.read_text().splitlines()[0] == ",".join(BFCL_WRITTEN_COLUMNS)
     assert read_bfcl_by_category(path) == first + second
 
 

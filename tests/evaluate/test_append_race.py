@@ -20,7 +20,7 @@ import time
 import pytest
 
 from toolcanary.contract import CONTRACT_VERSION, ContractError
-from toolcanary.contract.csv_schemas import BFCL_COLUMNS, read_bfcl_by_category
+from toolcanary.contract.csv_schemas import BFCL_WRITTEN_COLUMNS, read_bfcl_by_category
 from toolcanary.evaluate.runner import PassPaths
 from toolcanary.evaluate.schedule import published_checkpoints
 
@@ -79,12 +79,12 @@ def test_drill_two_passes_appending_at_once_50_times_every_row_once_one_header(t
     for number in range(ROUNDS):
         csv = tmp_path / f"race-{number:02d}" / "bfcl_by_category.csv"
         lines = csv.read_text().splitlines()
-        these = lines.count(",".join(BFCL_COLUMNS))
-        body = [line for line in lines if line != ",".join(BFCL_COLUMNS)]
+        these = lines.count(",".join(BFCL_WRITTEN_COLUMNS))
+        body = [line for line in lines if line != ",".join(BFCL_WRITTEN_COLUMNS)]
         expected = {f"{s},1,{c},{s % 9},9" for s in STEPS for c in CATEGORIES}
         headers, lost = headers + these, lost + len(expected - set(body))
         repeated += len(body) - len(set(body))
-        if these == 1 and lines[0] == ",".join(BFCL_COLUMNS) and set(body) == expected:
+        if these == 1 and lines[0] == ",".join(BFCL_WRITTEN_COLUMNS) and set(body) == expected:
             assert len(read_bfcl_by_category(csv)) == len(expected)
     drill("racing CSV appends", rounds=ROUNDS, writers=len(STEPS), headers=f"{headers} (expected {ROUNDS})",
           rows_lost=lost, rows_repeated=repeated, errors=len(failures), seconds=f"{elapsed:.1f}")

@@ -35,6 +35,7 @@ from toolcanary.contract.csv_schemas import (
     ABORT_COLUMNS,
     BFCL_BY_CATEGORY,
     BFCL_COLUMNS,
+    BFCL_WRITTEN_COLUMNS,
     TRAIN_METRICS,
     TRAIN_METRICS_COLUMNS,
     BfclRow,
@@ -86,7 +87,9 @@ from toolcanary.contract.tasks import (
 # records the library it draws from in libraries.jsonl.
 # 1.3: POST /v1/gold gives the ideal conversation for a task (the trainer's warm start asks it over HTTP).
 # 1.4: tool, user, verify and gold requests carry the `task_key` of an authored task instead of the task.
-CONTRACT_VERSION = "1.4"
+# 1.5: bfcl_by_category.csv gained `correct_unparsed` and outcomes.jsonl each item's `answer` kind; files
+# without them still read, as "not measured".
+CONTRACT_VERSION = "1.5"
 
 __all__ = [
     "RUN_ID_RULE",
@@ -108,6 +111,7 @@ __all__ = [
     "AssistantMessage",
     "BFCL_BY_CATEGORY",
     "BFCL_COLUMNS",
+    "BFCL_WRITTEN_COLUMNS",
     "BY_NAME",
     "BfclRow",
     "CATEGORIES",

@@ -1,6 +1,10 @@
 """The two CSVs every published number is recomputed from, with strict readers and an appender.
 
-- `bfcl_by_category.csv`: one row per (step, pass, category) with raw `correct` and `total`.
+- `bfcl_by_category.csv`: one row per (step, pass, category) with BFCL's raw `correct` and `total`, and
+  `correct_unparsed`: how many of the correct items answered with call markup the server did not parse
+  (toolcanary.evaluate.answers), which BFCL credits as abstentions. Files from before contract 1.5 lack the
+  column and an empty cell marks a pass whose answers were not classified: both read as None, "not measured",
+  never 0.
 - `train_metrics.csv`: one row per training step, columns `TRAIN_METRICS_COLUMNS`.
 - `warm_start.csv` (CPU run): one row per supervised warm-start step, columns `WARM_START_COLUMNS`.
 
@@ -34,6 +38,9 @@ TRAIN_METRICS = "train_metrics.csv"
 WARM_START = "warm_start.csv"
 WARM_START_COLUMNS = ("step", "loss")
 BFCL_COLUMNS = ("step", "pass", "category", "correct", "total")
+CORRECT_UNPARSED = "correct_unparsed"
+# What the evaluation writes; readers require only BFCL_COLUMNS, so files from before 1.5 still read.
+BFCL_WRITTEN_COLUMNS = (*BFCL_COLUMNS, CORRECT_UNPARSED)
 TRAIN_METRICS_COLUMNS = (
     "step",
     "reward_mean",
@@ -69,6 +76,8 @@ class BfclRow:
     category: str
     correct: int
     total: int
+    correct_unparsed: int | None = None
+    """Correct items whose answer held unparsed call markup; None: not measured."""
 
 
 _INTEGER = re.compile(r"[0-9]+")
@@ -118,6 +127,11 @@ def _int(path: Path, line: int, column: str, value: str | None) -> int:
     return int(value)
 
 
+def _optional_int(path: Path, line: int, column: str, value: str | None) -> int | None:
+    """An integer, or None for a column the file lacks or an empty cell (not measured)."""
+    return None if value is None or value == "" else _int(path, line, column, value)
+
+
 def _float(path: Path, line: int, column: str, value: str | None) -> float:
     """A finite decimal, or nan for an empty cell or `nan` (not measured)."""
     if value is None or value in _NOT_MEASURED:
@@ -157,6 +171,7 @@ def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclR
             category=category,
             correct=_int(path, line, "correct", record.get("correct")),
             total=_int(path, line, "total", record.get("total")),
+            correct_unparsed=_optional_int(path, line, CORRECT_UNPARSED, record.get(CORRECT_UNPARSED)),
         )
         if row.pass_index < 1:
             raise ContractError(
@@ -164,6 +179,9 @@ def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclR
             )
         if row.correct > row.total:
             raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
+        if row.correct_unparsed is not None and row.correct_unparsed > row.correct:
+            raise ContractError(where, f"{CORRECT_UNPARSED} <= correct",
+                                f"{CORRECT_UNPARSED}={row.correct_unparsed} > correct={row.correct}")
         key = (row.step, row.pass_index, row.category)
         if key in seen:
             raise ContractError(
@@ -200,9 +218,11 @@ def append_bfcl_rows(path: str | Path, rows: list[BfclRow], lock: AbstractContex
 
     `lock`: the exclusive lock on `append_only.lock_path(path)`, held around the header decision and the
     write; the evaluation always passes one, since two passes can finish at once (None: a single writer).
+    A file from before contract 1.5 (no `correct_unparsed` column) is refused rather than mixed with new rows.
     """
-    lines = [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total}" for r in rows]
-    append_text(path, "".join(line + "\n" for line in lines), header=",".join(BFCL_COLUMNS), lock=lock)
+    lines = [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total},"
+             f"{'' if r.correct_unparsed is None else r.correct_unparsed}" for r in rows]
+    append_text(path, "".join(line + "\n" for line in lines), header=",".join(BFCL_WRITTEN_COLUMNS), lock=lock)
 
 
 def read_train_metrics(path: str | Path) -> list[dict[str, float]]:

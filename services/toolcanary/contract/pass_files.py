@@ -8,8 +8,9 @@ Under `<results>/<run>/`:
 - `passes/step_NNNN_pass_P/request.json` (`PassRequest`): everything that decides a pass's numbers; a
   resumed pass must ask for exactly the same.
 - `passes/step_NNNN_pass_P/outcomes.jsonl` (`ItemOutcome`, one line per item): "correct", BFCL's error type,
-  or "overlong". `count_outcomes` turns them into (correct, total) per category, the one counting rule that
-  the evaluation's rows and the audit's recomputation share.
+  "overlong" or "truncated", and what kind of answer the model gave (`ANSWER_KINDS`). `count_outcomes` turns
+  them into (correct, total) per category, the one counting rule that the evaluation's rows and the audit's
+  recomputation share; `count_unparsed_correct` counts the correct ones that held unparsed call markup.
 - `passes/step_NNNN_pass_P/counts.json` (`PassCounts`): the pass's rows, written before they are appended to
   `bfcl_by_category.csv`, so a pass killed during the append resumes with the append alone.
 - `passes/step_NNNN_pass_P/failure.json` (`PassFailure`): why a pass was refused, when it was.
@@ -27,6 +28,7 @@ import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, field_validator
 
@@ -43,6 +45,11 @@ CORRECT = "correct"
 OVERLONG = "overlong"
 # Cut at the pass's output cap: never BFCL's verdict, always wrong (toolcanary.evaluate.guards, guard 7).
 TRUNCATED = "truncated"
+# What the model returned for an item (toolcanary.evaluate.answers decides it, docs/analysis.md explains it):
+# structured calls the server parsed, call markup it did not parse, plain text, or nothing.
+AnswerKind = Literal["calls", "unparsed_call", "text", "empty"]
+ANSWER_KINDS: tuple[str, ...] = get_args(AnswerKind)
+UNPARSED_CALL = "unparsed_call"
 
 
 class RunSample(BaseModel):
@@ -86,6 +93,8 @@ class ItemOutcome(BaseModel):
     category: str
     id: str
     outcome: str = Field(description='"correct", "overlong", "truncated", or the BFCL error type of a wrong answer')
+    answer: AnswerKind | None = Field(None, description="what the model returned; None: not classified (a pass "
+                                                        "from before contract 1.5)")
 
     @field_validator("category")
     @classmethod
@@ -105,6 +114,8 @@ class CountRow(BaseModel):
     category: str
     correct: int = Field(ge=0)
     total: int = Field(ge=0)
+    correct_unparsed: int | None = Field(None, ge=0, description="correct items whose answer held unparsed call "
+                                                                 "markup; None: not measured")
 
 
 class PassCounts(RootModel[list[CountRow]]):
@@ -220,6 +231,20 @@ def count_outcomes(outcomes: Iterable[ItemOutcome], overlong_counted_wrong: bool
         tally[0] += item.outcome == CORRECT
         tally[1] += 1
     return {c: (correct, total) for c, (correct, total) in tallies.items()}
+
+
+def count_unparsed_correct(outcomes: Iterable[ItemOutcome]) -> dict[str, int | None]:
+    """Per category, the correct items whose answer held call markup the server did not parse: BFCL's credit
+    for a call that failed to parse, in an abstention category. None when an item of the category was not
+    classified: not measured, never 0."""
+    counts: dict[str, int | None] = {}
+    for item in outcomes:
+        so_far = counts.setdefault(item.category, 0)
+        if item.answer is None or so_far is None:
+            counts[item.category] = None
+        else:
+            counts[item.category] = so_far + (item.outcome == CORRECT and item.answer == UNPARSED_CALL)
+    return counts
 
 
 def error_counts(outcomes: Iterable[ItemOutcome]) -> dict[str, int]:

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from toolcanary.contract.csv_schemas import (
     BFCL_BY_CATEGORY,
-    BFCL_COLUMNS,
+    BFCL_WRITTEN_COLUMNS,
     TRAIN_METRICS,
     TRAIN_METRICS_COLUMNS,
     WARM_START,
@@ -143,7 +143,7 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
     VolumeFile("results", EPISODES_FILE, Lines(EpisodeRecord), "train (CPU run)"),
     VolumeFile("results", HELD_OUT_FILE, Lines(HeldOutAnswer), "train (starting-policy check)"),
     VolumeFile("results", f"{EPISODES_DIR}/{_STEP}/*.jsonl", Lines(EpisodeRecord), "train (verl agent loops)"),
-    VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_COLUMNS), "evaluate"),
+    VolumeFile("results", BFCL_BY_CATEGORY, Csv(BFCL_WRITTEN_COLUMNS), "evaluate"),
     VolumeFile("results", SAMPLE_FILE, Document(RunSample), "evaluate"),
     VolumeFile("results", f"{_PASS}/manifest.json", Document(EvalPassManifest), "evaluate"),
     VolumeFile("results", f"{_PASS}/{REQUEST_FILE}", Document(PassRequest), "evaluate"),
