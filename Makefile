@@ -92,8 +92,8 @@ watch: setup-eval ## stack: score checkpoints of RUN as the trainer publishes th
 	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
 
-figures: setup-analysis ## table, findings and figures f1-f4 of RUN (default: the newest run)
-	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all
+figures: setup-analysis ## table, findings, figures f1-f4, paired items and repeat stability of RUN (default: the newest run)
+	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all --items --stability
 
 audit: setup-eval ## contamination audit of RUN against BFCL
 	$(need-run)

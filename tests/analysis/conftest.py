@@ -5,6 +5,10 @@ and 200, the 17 offline categories with their BFCL item counts; each category fo
 a linear trend, an optional level shift and binomial-like noise. Training metrics for steps 1..200 with a
 tool-call share that drops at a known step and a curriculum that climbs to its ceiling and stays there.
 
+`item_run` writes a run item by item instead: a pass folder per (step, pass) with the outcome and answer kind
+of every item, chosen by the test, and the CSV rows counted from them by the contract's rules, so the tests
+can plant gains, losses, flips and unparsed-call credit and know the answer.
+
     .venvs/analysis/bin/python -m pytest tests/analysis -q
 """
 
@@ -21,7 +25,15 @@ import numpy as np
 import pytest
 
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
-from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
+from toolcanary.contract.csv_schemas import BFCL_COLUMNS, TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
+from toolcanary.contract.pass_files import (
+    ItemOutcome,
+    PassRequest,
+    count_outcomes,
+    count_unparsed_correct,
+    write_outcomes,
+    write_request,
+)
 
 BASE = {  # accuracy in percent at step 0, roughly ToolCanary's untrained policy
     "irrelevance": 83.75, "live_irrelevance": 76.13, "live_relevance": 81.25,
@@ -97,6 +109,57 @@ def golden(tmp_path: Path) -> Callable[..., Path]:
     """Write a golden run folder under tmp_path; keyword arguments override `GoldenRun` fields."""
     def make(name: str = "run", **overrides) -> Path:
         return GoldenRun(**overrides).write(tmp_path / name)
+    return make
+
+
+Outcome = Callable[[int, int, str, str], tuple[str, str | None]]
+"""(step, pass, category, id) -> (outcome, answer kind) of one item in one pass."""
+
+
+def item_ids(category: str, size: int) -> list[str]:
+    return [f"{category}_{i}" for i in range(size)]
+
+
+def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size: int = 12,
+                   unparsed_column: bool = True, overlong_counted_wrong: bool = True,
+                   train_steps: int = 20) -> Path:
+    """A run folder with `passes[step]` passes at each step and `size` items per offline category: a pass
+    folder (request.json, outcomes.jsonl) per pass and bfcl_by_category.csv counted from the outcomes with
+    the contract's `count_outcomes` and `count_unparsed_correct`. `unparsed_column=False` writes the CSV as
+    before contract 1.5, without the correct_unparsed column."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ids = {c: item_ids(c, size) for c in OFFLINE_CATEGORIES}
+    rows = []
+    for step, count in sorted(passes.items()):
+        for pass_index in range(1, count + 1):
+            pass_dir = folder / "passes" / f"step_{step:04d}_pass_{pass_index}"
+            pass_dir.mkdir(parents=True)
+            outcomes = [ItemOutcome(category=c, id=i, outcome=o, answer=a)
+                        for c in OFFLINE_CATEGORIES for i in ids[c] for o, a in [outcome(step, pass_index, c, i)]]
+            write_outcomes(pass_dir / "outcomes.jsonl", outcomes)
+            write_request(pass_dir / "request.json", PassRequest(
+                run=folder.name, step=step, pass_index=pass_index, served_model="m", registry_key="m",
+                weights_sha256=None, categories=list(OFFLINE_CATEGORIES), ids=ids, temperature=0.0,
+                overlong_counted_wrong=overlong_counted_wrong))
+            unparsed = count_unparsed_correct(outcomes)
+            for category, (correct, total) in count_outcomes(outcomes, overlong_counted_wrong).items():
+                rows.append(BfclRow(step, pass_index, category, correct, total, unparsed[category]))
+    if unparsed_column:
+        append_bfcl_rows(folder / "bfcl_by_category.csv", rows)
+    else:
+        lines = [",".join(BFCL_COLUMNS)] + [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total}"
+                                            for r in rows]
+        (folder / "bfcl_by_category.csv").write_text("\n".join(lines) + "\n")
+    if train_steps:
+        GoldenRun(train_steps=train_steps).write_training(folder / "train_metrics.csv", np.random.default_rng(0))
+    return folder
+
+
+@pytest.fixture
+def item_run(tmp_path: Path) -> Callable[..., Path]:
+    """Write an item-level run folder under tmp_path; see `write_item_run` for the arguments."""
+    def make(outcome: Outcome, passes: dict[int, int], name: str = "run", **options) -> Path:
+        return write_item_run(tmp_path / name, outcome, passes, **options)
     return make
 
 

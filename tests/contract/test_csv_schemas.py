@@ -85,3 +85,26 @@ def test_train_metrics_require_every_column_and_numbers(tmp_path):
         read_train_metrics(write(tmp_path / "t2.csv", TRAIN_METRICS_COLUMNS, bad))
     with pytest.raises(ContractError, match="missing"):
         read_train_metrics(write(tmp_path / "t3.csv", TRAIN_METRICS_COLUMNS[:-1], [good[0][:-1]]))
+
+
+def test_correct_unparsed_reads_back_and_is_none_where_not_measured(tmp_path):
+    rows = [BfclRow(0, 1, "irrelevance", 200, 240, 12), BfclRow(0, 1, "simple_python", 300, 400, None)]
+    path = tmp_path / "bfcl_by_category.csv"
+    append_bfcl_rows(path, rows)
+    assert path.read_text().splitlines()[1:] == ["0,1,irrelevance,200,240,12", "0,1,simple_python,300,400,"]
+    assert read_bfcl_by_category(path) == rows
+
+
+def test_a_file_from_before_the_column_reads_as_not_measured_and_is_never_appended_to(tmp_path):
+    path = write(tmp_path / "bfcl_by_category.csv", BFCL_COLUMNS, [(0, 1, "irrelevance", 3, 4)])
+    assert read_bfcl_by_category(path) == [BfclRow(0, 1, "irrelevance", 3, 4, None)]
+    before = path.read_bytes()
+    with pytest.raises(ContractError, match=r"missing \['correct_unparsed'\]"):
+        append_bfcl_rows(path, [BfclRow(10, 1, "irrelevance", 3, 4, 0)])
+    assert path.read_bytes() == before
+
+
+def test_more_unparsed_credit_than_correct_items_is_refused(tmp_path):
+    path = write(tmp_path / "b.csv", BFCL_WRITTEN_COLUMNS, [(0, 1, "irrelevance", 3, 4, 4)])
+    with pytest.raises(ContractError, match="correct_unparsed <= correct"):
+        read_bfcl_by_category(path)

@@ -123,15 +123,31 @@ def test_checkpoints_metrics_and_bfcl_rows_are_complete(demo):
 def test_the_table_agrees_with_the_csv(demo):
     root, _ = demo
     results = root / "results" / "ci-demo"
-    per_pass = defaultdict(dict)
+    per_pass, uncredited = defaultdict(dict), defaultdict(dict)
     for row in read_bfcl_by_category(results / "bfcl_by_category.csv"):
         per_pass[(row.step, row.pass_index)][row.category] = (row.correct, row.total)
+        uncredited[(row.step, row.pass_index)][row.category] = (row.correct - row.correct_unparsed, row.total)
     with (results / "tables" / "headline.csv").open() as handle:
         table = {row["aggregate"]: row for row in csv.DictReader(handle)}
-    assert list(table) == ["Abstention required", "Tool call required", "Non-Live", "Live", "Multi-Turn"]
+    no_credit = "Abstention required, no unparsed credit"
+    assert list(table) == ["Abstention required", no_credit, "Tool call required", "Non-Live", "Live", "Multi-Turn"]
     for name, row in table.items():
-        first = [aggregate_value(name, counts) for (step, _), counts in per_pass.items() if step == 0]
+        source, aggregate = (uncredited, "Abstention required") if name == no_credit else (per_pass, name)
+        first = [aggregate_value(aggregate, counts) for (step, _), counts in source.items() if step == 0]
         assert math.isclose(float(row["step0"]), sum(first) / len(first), abs_tol=1e-9), name
+
+
+def test_the_item_level_analysis_is_written_and_summarised(demo):
+    root, done = demo
+    tables = root / "results" / "ci-demo" / "tables"
+    found = json.loads((tables / "findings.json").read_text())
+    assert found["items"]["steps"] == [0, 2] and (tables / "items_step0_step2.csv").is_file()
+    assert found["stability"]["repeated_steps"] == [0, 2] and (tables / "stability.csv").is_file()
+    abstention = found["items"]["aggregates"]["Abstention required"]
+    assert f"Item by item, step 0 to 2: Abstention required lost {abstention['lost']}, gained " \
+           f"{abstention['gained']} of {abstention['items']}" in done.stdout
+    assert "Items whose outcome differs between repeat passes: " in done.stdout
+    assert "Abstention without BFCL's credit for unparsed call markup: " in done.stdout
 
 
 def test_figures_and_audit_are_written(demo):

@@ -6,8 +6,12 @@ tokens), `noparser` (tool calls left as
 `<tool_call>` text in content, like vLLM without a tool parser), `malformed` (the probe gets a truncated call as text, like a
 weak model on a server that does not enforce forced calls), `overlong` (oracle, but HTTP 400 with
 vLLM's context-length message for prompts over `--max-chars`), `cut` (a reasoning trace stopped at the
-output cap: text, no call, finish_reason "length"). The preflight probe is answered correctly in every mode but
-`noparser`, so the client's later guards are what is tested. `--delay` slows each BFCL answer (not the probe).
+output cap: text, no call, finish_reason "length"), `unparsed` (oracle, but every request the oracle would
+answer without a call, as in irrelevance, gets a call the server's parser could not read: `UNPARSED_ANSWERS`
+in turn, as text), `kinds` (each kind of answer in turn, `ANSWER_KINDS`: a structured call of the first
+offered tool, call markup as text, plain text, a reasoning trace alone). The preflight probe is answered
+correctly in every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each
+BFCL answer (not the probe).
 Every request's `max_tokens` is kept in `max_tokens_seen`; with `kv_tokens` the server publishes its KV-cache
 size on /metrics as vLLM does.
 
@@ -28,7 +32,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from oracle_answers import OracleIndex  # noqa: E402
 
-MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong", "malformed", "cut")
+MODES = ("oracle", "abstain", "error", "drop", "empty", "noparser", "overlong", "malformed", "cut", "unparsed", "kinds")
+# Calls a Hermes parser leaves as text, as templates over the first offered tool's name (as the handler sends it).
+UNPARSED_ANSWERS = (
+    '<tool_call>\n{{"name": "{name}", "arguments": {{"city": "Par',                      # broken JSON
+    '<tool_call>\n{{"name": "{name}", "arguments": {{}}}}\n</tool_cal>',                  # wrong closing tag
+    "I will look that up.\n{name}(query='the answer')",                                  # a call in prose
+    '```json\n{{"name": "{name}", "arguments": {{}}}}\n```',                              # fenced JSON, no tags
+)
+ANSWER_KINDS = ("calls", "unparsed_call", "text", "empty")
 BLOCK_SIZE = 16
 _INDEX: OracleIndex | None = None
 _INDEX_LOCK = threading.Lock()
@@ -51,13 +63,20 @@ class StubServer(ThreadingHTTPServer):
         self.model, self.mode, self.delay, self.max_chars, self.max_model_len = model, mode, delay, max_chars, max_model_len
         self.kv_tokens = kv_tokens
         self.requests = 0
+        self.answered = 0  # BFCL requests answered by `unparsed` or `kinds`, which take their answers in turn
+        self._turn_lock = threading.Lock()
         self.max_tokens_seen: list[int | None] = []
-        self.index = oracle_index() if mode in ("oracle", "overlong") else None
+        self.index = oracle_index() if mode in ("oracle", "overlong", "unparsed") else None
         super().__init__(("127.0.0.1", port), Handler)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def next_turn(self) -> int:
+        with self._turn_lock:
+            self.answered += 1
+            return self.answered - 1
 
     def start(self) -> StubServer:
         threading.Thread(target=self.serve_forever, daemon=True).start()
@@ -152,13 +171,32 @@ class Handler(BaseHTTPRequestHandler):
             reply["choices"][0]["message"]["reasoning_content"] = "The user wants something; first I should che"
             reply["usage"]["completion_tokens"] = body.get("max_tokens") or 7
             return self._send(200, reply)
+        if mode == "kinds":
+            return self._send(200, _answer_of_kind(self.server.model, ANSWER_KINDS[self.server.next_turn() % 4],
+                                                   tools, prompt_chars))
         if mode == "abstain" or self.server.index is None:
             return self._send(200, _completion(self.server.model, "I cannot help with that.", [], prompt_chars))
         calls = self.server.index.answer(messages, tools) or []
         if mode == "noparser" and calls:
             text = "".join(f'<tool_call>\n{json.dumps({"name": n, "arguments": a})}\n</tool_call>' for n, a in calls)
             return self._send(200, _completion(self.server.model, text, [], prompt_chars))
+        if mode == "unparsed" and not calls and tools:
+            template = UNPARSED_ANSWERS[self.server.next_turn() % len(UNPARSED_ANSWERS)]
+            text = template.format(name=tools[0]["function"]["name"])
+            return self._send(200, _completion(self.server.model, text, [], prompt_chars))
         return self._send(200, _completion(self.server.model, None if calls else "Done.", calls, prompt_chars))
+
+
+def _answer_of_kind(model: str, kind: str, tools: list[dict], prompt_chars: int) -> dict:
+    name = tools[0]["function"]["name"] if tools else "get_weather"
+    if kind == "calls":
+        return _completion(model, None, [(name, {})], prompt_chars)
+    if kind == "unparsed_call":
+        return _completion(model, UNPARSED_ANSWERS[0].format(name=name), [], prompt_chars)
+    if kind == "text":
+        return _completion(model, "No tool here fits that request.", [], prompt_chars)
+    # Tokens came back, but only a reasoning trace: nothing is left once it is removed.
+    return _completion(model, "<think>\nNothing to do.\n</think>\n\n", [], prompt_chars)
 
 
 def main() -> None:

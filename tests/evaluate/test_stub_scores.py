@@ -17,6 +17,7 @@ from conftest import cli, run_args
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.pass_files import read_outcomes
 from toolcanary.evaluate.bfcl_data import category_ids
+from toolcanary.evaluate.bfcl_wrapper import ANSWERS_FIELD
 
 pytestmark = pytest.mark.slow
 
@@ -95,6 +96,13 @@ def test_the_oracle_fails_exactly_the_named_impossible_items(tmp_path, make_stub
     expected = {**dict.fromkeys(outcomes, "correct"), **KNOWN_WRONG,
                 "multi_turn_long_context_8": "multi_turn:instance_state_mismatch"}
     assert outcomes == {i: expected[i] for i in outcomes}
+    # A multi-turn item is answered with calls, then "Done." at the end of each turn: one record per response.
+    answers = {o.id: o.answer for o in read_outcomes(tmp_path / "o/passes/step_0000_pass_1/outcomes.jsonl")}
+    assert {answers[i] for i in ids["multi_turn_miss_func"] + ids["multi_turn_long_context"]} == {"calls"}
+    assert {answers[i] for i in ids["simple_python"] + ids["live_simple"]} == {"calls"}
+    result = tmp_path / "o/passes/step_0000_pass_1/bfcl/result/toolcanary-served-FC/multi_turn"
+    line = json.loads((result / "BFCL_v4_multi_turn_miss_func_result.json").read_text().splitlines()[0])
+    assert len(line[ANSWERS_FIELD]) > len(line["result"]) > 1 and {"calls": 0, "content": "Done."} in line[ANSWERS_FIELD]
 
 
 def test_a_full_oracle_pass_fails_exactly_the_impossible_and_the_ambiguous_items(tmp_path, make_stub):
@@ -124,3 +132,6 @@ def test_the_abstainer_is_right_only_where_abstaining_is(tmp_path, make_stub):
     rows = {r.category: (r.correct, r.total) for r in read_bfcl_by_category(tmp_path / "a/bfcl_by_category.csv")}
     assert rows == {"irrelevance": (4, 4), "live_irrelevance": (4, 4), "simple_python": (0, 4),
                     "live_simple": (0, 4), "multi_turn_base": (0, 4)}
+    # Plain refusals: text, never mistaken for a call, so nothing is counted beside BFCL's credit.
+    assert {o.answer for o in read_outcomes(tmp_path / "a/passes/step_0000_pass_1/outcomes.jsonl")} == {"text"}
+    assert {r.correct_unparsed for r in read_bfcl_by_category(tmp_path / "a/bfcl_by_category.csv")} == {0}

@@ -1,7 +1,9 @@
-"""make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs.
+"""make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs; with the
+run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes.
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --table
-    docker compose run analysis make_figures --table --findings --fig all
+    .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --stability
+    docker compose run analysis make_figures --table --findings --fig all --items --stability
 
 Tables and findings are printed and also written to DIR/tables/; figures go to DIR/figures/. Everything is
 checked before anything is written, and written through a staging folder, so bad input changes nothing.
@@ -17,9 +19,24 @@ from pathlib import Path
 
 from toolcanary.analysis.data import BfclRun, TrainRun, data_paths, load_bfcl, load_training
 from toolcanary.analysis.findings import bfcl_findings, bfcl_prose
+from toolcanary.analysis.items import (
+    changed_items_csv,
+    default_steps,
+    items_details,
+    items_prose,
+    paired_findings,
+)
 from toolcanary.analysis.outputs import staged_outputs
+from toolcanary.analysis.passes import RunItems
 from toolcanary.analysis.settings import FIGURES, FORMATS, RESULTS_DIR_ENV, RUN_ENV, AnalysisSettings
-from toolcanary.analysis.table import EXTENSIONS, RENDERERS, headline_rows
+from toolcanary.analysis.stability import (
+    STABILITY_FILE,
+    flips_csv,
+    stability_details,
+    stability_findings,
+    stability_prose,
+)
+from toolcanary.analysis.table import EXTENSIONS, RENDERERS, headline_rows, table_rows
 from toolcanary.analysis.training import training_findings, training_prose
 from toolcanary.contract.errors import ContractError
 from toolcanary.settings import add_flags, given
@@ -29,6 +46,8 @@ EPILOG = """examples:
   make_figures --run RUN --table --format latex         # volumes/results/RUN/
   make_figures --data volumes/results/RUN --table --format csv > table.csv
   make_figures --data volumes/results/RUN --findings --fig all
+  make_figures --data volumes/results/RUN --items                  # baseline vs last step, item by item
+  make_figures --data volumes/results/RUN --items --steps 0 150 --stability --findings
 """
 
 
@@ -52,6 +71,14 @@ def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
     outputs.add_argument("--fig", action="append", choices=[*FIGURES, "all"], default=[],
                          help="write this figure (PNG and PDF) under DIR/figures/; repeatable")
     outputs.add_argument("--format", choices=FORMATS, default="md", help="table format (default: %(default)s)")
+    outputs.add_argument("--items", action="store_true",
+                         help="compare two steps item by item (gained, lost, McNemar, paired bootstrap) from the "
+                              "pass folders; lost and gained ids to DIR/tables/items_stepA_stepB.csv")
+    outputs.add_argument("--steps", type=int, nargs=2, default=None, metavar=("A", "B"),
+                         help="the two steps --items compares (default: the baseline and the last scored step)")
+    outputs.add_argument("--stability", action="store_true",
+                         help="items whose outcome differs between repeat passes, and whether the same ones flip "
+                              f"at every repeated step, from the pass folders; the list to DIR/{STABILITY_FILE}")
     statistics = parser.add_argument_group("statistics")
     statistics.add_argument("--hac-maxlags", type=int, default=None, metavar="N",
                             help="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 for 21 checkpoints)")
@@ -70,8 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     figures = list(FIGURES) if "all" in args.fig else list(dict.fromkeys(args.fig))
-    if not (args.table or args.findings or figures):
-        parser.error("nothing to do: give --table, --findings and/or --fig")
+    if not (args.table or args.findings or figures or args.items or args.stability):
+        parser.error("nothing to do: give --table, --findings, --fig, --items and/or --stability")
+    if args.steps is not None and not args.items:
+        parser.error("--steps names the two steps of --items: give --items too")
     if args.hac_maxlags is not None and args.hac_maxlags < 0:
         parser.error(f"--hac-maxlags: expected a non-negative integer, got {args.hac_maxlags}")
     try:
@@ -91,18 +120,37 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
     rows = headline_rows(bfcl, settings)
     found = {"bfcl": bfcl_findings(bfcl, rows, settings),
              "training": training_findings(train, settings) if train is not None else None}
-    table = RENDERERS[args.format](rows)
+    shown = table_rows(bfcl, rows, settings)
+    table = RENDERERS[args.format](shown)
     prose = bfcl_prose(found["bfcl"], settings) + (training_prose(found["training"], settings) if train else [])
+    # The item-level parts, each (prose, per-category text, file under DIR, its content).
+    item_level = []
+    if args.items or args.stability:
+        items = RunItems(bfcl, data)
+        if args.items:
+            paired, pairs = paired_findings(items, tuple(args.steps) if args.steps else default_steps(items),
+                                            settings)
+            found["items"] = paired
+            item_level.append((items_prose(paired), items_details(paired), paired["changed_items_file"],
+                               changed_items_csv(pairs)))
+        if args.stability:
+            stable, flips = stability_findings(items)
+            found["stability"] = stable
+            item_level.append((stability_prose(stable), stability_details(stable), STABILITY_FILE,
+                               flips_csv(flips)))
+    prose += [line for lines, *_ in item_level for line in lines]
     findings_json = json.dumps(found, indent=2, allow_nan=False)
 
     with staged_outputs(data) as stage:
         if args.table:
             stage.path(f"tables/headline.{EXTENSIONS[args.format]}").write_text(table)
             # The full-precision CSV is always written too: it is what other tools read back.
-            stage.path("tables/headline.csv").write_text(RENDERERS["csv"](rows))
+            stage.path("tables/headline.csv").write_text(RENDERERS["csv"](shown))
             stage.path("tables/findings.txt").write_text("\n".join(prose) + "\n")
         if args.findings:
             stage.path("tables/findings.json").write_text(findings_json + "\n")
+        for *_, relative, content in item_level:
+            stage.path(relative).write_text(content)
         if figures:
             from toolcanary.analysis.figures import render_figures
 
@@ -118,6 +166,10 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
             print("\n" + "\n".join(prose))
     if args.findings:
         print(findings_json)
+    elif not args.table:
+        # Neither the JSON nor the prose under a table shows them: print them as text.
+        for lines, details, *_ in item_level:
+            print("\n".join([*lines, *details]))
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0

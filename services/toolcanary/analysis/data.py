@@ -1,11 +1,14 @@
 """Load a run's two CSVs through the contract's readers and turn them into per-step series.
 
 The readers in `toolcanary.contract.csv_schemas` check each row; this module adds what only the analysis
-needs: at least two distinct steps, every category the five aggregates use, and no empty category.
+needs: at least two distinct steps, every category the five aggregates use, and no empty category. It keeps
+each pass's index (the pass folders are named by it) and its `correct_unparsed` cells, None where not
+measured.
 """
 
 from __future__ import annotations
 
+import csv
 import logging
 import math
 from collections.abc import Callable, Mapping
@@ -16,9 +19,11 @@ from pathlib import Path
 import numpy as np
 
 from toolcanary.analysis.stats import sample_sd
+from toolcanary.contract.append_only import read_lines
 from toolcanary.contract.bfcl import AGGREGATES, Counts
 from toolcanary.contract.csv_schemas import (
     BFCL_BY_CATEGORY,
+    CORRECT_UNPARSED,
     TRAIN_METRICS,
     read_bfcl_by_category,
     read_train_metrics,
@@ -60,6 +65,12 @@ class BfclRun:
     steps: np.ndarray
     counts: tuple[tuple[Counts, ...], ...]
     """Per step (ascending), per pass (ascending index): category -> (correct, total)."""
+    pass_indices: tuple[tuple[int, ...], ...]
+    """Per step, the index of each pass in `counts`: the P of its folder passes/step_NNNN_pass_P/."""
+    unparsed: tuple[tuple[Mapping[str, int | None], ...], ...]
+    """Per step, per pass: category -> correct_unparsed (None: the cell is empty or the column absent)."""
+    has_unparsed_column: bool
+    """Whether the file has the correct_unparsed column at all (files from before contract 1.5 do not)."""
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -98,8 +109,10 @@ def load_bfcl(path: Path, baseline_step: int = 0) -> BfclRun:
         log.warning("measuring from step %d: %d rows of earlier steps left out", baseline_step, len(earlier))
         rows = [r for r in rows if r.step >= baseline_step]
     grouped: dict[int, dict[int, dict[str, tuple[int, int]]]] = {}
+    unparsed: dict[int, dict[int, dict[str, int | None]]] = {}
     for row in rows:
         grouped.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = (row.correct, row.total)
+        unparsed.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = row.correct_unparsed
     if len(grouped) < 2:
         (step,) = grouped
         raise ContractError(
@@ -121,9 +134,18 @@ def load_bfcl(path: Path, baseline_step: int = 0) -> BfclRun:
                 "a total of at least one item", "total=0", "Re-score that pass",
             )
     steps = np.array(sorted(grouped), dtype=float)
-    counts = tuple(tuple(grouped[int(s)][p] for p in sorted(grouped[int(s)])) for s in steps)
+    indices = tuple(tuple(sorted(grouped[int(s)])) for s in steps)
+    counts = tuple(tuple(grouped[int(s)][p] for p in passes) for s, passes in zip(steps, indices, strict=True))
+    cells = tuple(tuple(unparsed[int(s)][p] for p in passes) for s, passes in zip(steps, indices, strict=True))
     log.info("read %d rows from %s: %d steps, %d passes", len(rows), path, len(steps), sum(map(len, counts)))
-    return BfclRun(path=path, steps=steps, counts=counts)
+    return BfclRun(path=path, steps=steps, counts=counts, pass_indices=indices, unparsed=cells,
+                   has_unparsed_column=CORRECT_UNPARSED in _header(path))
+
+
+def _header(path: Path) -> list[str]:
+    """The column names of a CSV the contract's reader has already accepted."""
+    first = read_lines(path).lines[0][1]
+    return next(csv.reader([first]))
 
 
 @dataclass(frozen=True)

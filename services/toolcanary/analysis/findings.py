@@ -6,7 +6,9 @@
   Non-Live (`irrelevance` vs the six non-live AST categories, pooled);
 - each aggregate's endpoint difference against the repeat standard deviations;
 - the lag-1 autocorrelation of each aggregate's OLS residuals;
-- the best single breakpoint of each aggregate, with the slope before and after.
+- the best single breakpoint of each aggregate, with the slope before and after;
+- the abstention change with and without BFCL's credit for unparsed call markup (`toolcanary.analysis.credit`),
+  or why that is not measured.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import math
 from functools import partial
 from typing import Any
 
+from toolcanary.analysis.credit import WITH_CREDIT_ROW, credit_findings, credit_prose
 from toolcanary.analysis.data import BfclRun, finite_or_none, fmt
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.stats import lag1_autocorrelation, level_shift
@@ -79,6 +82,7 @@ def bfcl_findings(run: BfclRun, rows: list[ChangeRow], settings: AnalysisSetting
                                              small_sample=settings.hac_small_sample), settings)
             for row in rows
         },
+        "abstention_credit": credit_findings(run, next(r.series for r in rows if r.name == WITH_CREDIT_ROW)),
     }
 
 
@@ -96,6 +100,7 @@ def bfcl_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[str]:
     declines = found["declines"]
     lines = [_split_sentence(label, declines[key])
              for key, label in (("overall", "All"), ("live", "Within Live"), ("non_live", "Within Non-Live"))]
+    lines.append(credit_prose(found["abstention_credit"]))
     for name, end in found["endpoints"].items():
         ratios = ", ".join(f"{fmt(v, '+.1f')} s.d. at step {s}" for s, v in end["delta_over_sd"].items())
         lines.append(f"{name}: first to last {end['delta_pp']:+.2f} pp = {ratios or 'no repeated step'}; "

@@ -61,6 +61,12 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                         "a trend in the findings' prose")
     curriculum_ceiling: float = Field(100.0, gt=0, description="TRUSTEE's highest curriculum level")
     dpi: int = Field(200, ge=10, description="resolution of the PNG figures (the PDF copies are vector)")
+    bootstrap_replicates: int = Field(2000, ge=1, description="replicates of the paired bootstrap of --items "
+                                                              "(items resampled within each category)")
+    bootstrap_seed: int = Field(0, ge=0, description="seed of the paired bootstrap's numpy default_rng: the same "
+                                                     "seed gives the same interval")
+    interval_level: float = Field(0.95, gt=0, lt=1, description="coverage of the bootstrap interval of --items "
+                                                                "(percentile interval)")
 
     def lags_for(self, n: int) -> int:
         return self.hac_maxlags if self.hac_maxlags is not None else newey_west_lags(n)

@@ -1,7 +1,9 @@
 """The headline table: the five aggregates at the first and last step, their change, trend and noise.
 
 Rows follow `toolcanary.contract.bfcl.AGGREGATES`; the value of an aggregate at a step is the mean over
-that step's passes. Rendered as Markdown, CSV (full precision, the columns of `csv_columns`) or LaTeX.
+that step's passes. When the run measures BFCL's credit for unparsed call markup (`toolcanary.analysis.credit`),
+"Abstention required, no unparsed credit" follows "Abstention required". Rendered as Markdown, CSV (full
+precision, the columns of `csv_columns`) or LaTeX.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
+from toolcanary.analysis.credit import NO_CREDIT_ROW, WITH_CREDIT_ROW, no_credit_series
 from toolcanary.analysis.data import BfclRun, StepSeries
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.stats import Trend, ols_trend
@@ -62,7 +65,19 @@ def change_row(name: str, series: StepSeries, settings: AnalysisSettings) -> Cha
 
 
 def headline_rows(run: BfclRun, settings: AnalysisSettings) -> list[ChangeRow]:
+    """The five aggregates, in the contract's order: what the findings and figure f2 are about."""
     return [change_row(a.name, run.series(partial(aggregate_value, a.name)), settings) for a in AGGREGATES]
+
+
+def table_rows(run: BfclRun, aggregates: list[ChangeRow], settings: AnalysisSettings) -> list[ChangeRow]:
+    """The table's rows: `aggregates`, with the no-credit abstention row after "Abstention required" when the
+    run measures it (absent otherwise, never a row of zeros)."""
+    series = no_credit_series(run)
+    if series is None:
+        return list(aggregates)
+    rows = list(aggregates)
+    at = next(i for i, row in enumerate(rows) if row.name == WITH_CREDIT_ROW) + 1
+    return [*rows[:at], change_row(NO_CREDIT_ROW, series, settings), *rows[at:]]
 
 
 def sd_steps(rows: list[ChangeRow]) -> list[int]:

@@ -85,6 +85,14 @@ class EvalPassManifest(BaseModel):
         default_factory=dict, description="items with a response cut at max_tokens: counted wrong")
     truncated_bfcl_correct: dict[str, list[str]] = Field(
         default_factory=dict, description="of those, the ones BFCL's own scoring would have counted correct")
+    answer_kinds: dict[str, dict[str, int]] = Field(
+        default_factory=dict, description="per category, how many items got each kind of answer (calls, "
+                                          "unparsed_call, text, empty; toolcanary.evaluate.answers); items not "
+                                          "classified (results of an older client) are left out")
+    unparsed_credit_items: dict[str, list[str]] = Field(
+        default_factory=dict, description="per category, the items BFCL counted correct whose answer held call "
+                                          "markup the server did not parse: kept in `correct`, counted in "
+                                          "`correct_unparsed`")
     error_counts: dict[str, int] = Field(default_factory=dict)
     timings_s: dict[str, float] = Field(default_factory=dict)
     started_at: str

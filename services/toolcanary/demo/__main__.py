@@ -120,7 +120,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         # --- analysis and audit ----------------------------------------------------------------------
         with clock.phase("analysis"):
             group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
-                                   "--table", "--findings", "--fig", "all"], s.logs / "analysis.log")
+                                   "--table", "--findings", "--fig", "all", "--items", "--stability"],
+                      s.logs / "analysis.log")
         with clock.phase("audit"):
             group.run("audit", [s.python("eval"), "-m", "toolcanary.audit", "--run", s.run], s.logs / "audit.log")
 

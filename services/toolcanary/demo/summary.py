@@ -77,6 +77,35 @@ def category_lines(results: Path) -> list[str]:
     return [*lines, ""]
 
 
+def item_lines(results: Path) -> list[str]:
+    """What the item-level analysis found (make_figures --items --stability): the abstentions BFCL credited
+    for unparsed call markup, the items each headline group gained and lost, and the items that flipped
+    between repeat passes."""
+    try:
+        found = json.loads((results / "tables" / "findings.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    lines = []
+    credit = (found.get("bfcl") or {}).get("abstention_credit")
+    if credit:
+        lines.append(f"Abstention without BFCL's credit for unparsed call markup: {credit['without_credit']['delta_pp']:+.2f}"
+                     f" pp against {credit['with_credit']['delta_pp']:+.2f} as BFCL scores it." if credit["measured"]
+                     else f"Abstention without BFCL's credit for unparsed call markup: not measured ({credit['not_measured']}).")
+    items = found.get("items")
+    if items:
+        step_a, step_b = items["steps"]
+        groups = [f"{name} lost {e['lost']}, gained {e['gained']} of {e['items']} (McNemar p={e['mcnemar_p']:.2g})"
+                  for name, e in items["aggregates"].items()
+                  if name in ("Abstention required", "Tool call required") and not e.get("not_measurable")]
+        if groups:
+            lines.append(f"Item by item, step {step_a} to {step_b}: {'; '.join(groups)}.")
+    stability = found.get("stability")
+    if stability and stability["steps"]:
+        flips = ", ".join(f"{e['flipping']} of {e['items']} at step {s}" for s, e in stability["steps"].items())
+        lines.append(f"Items whose outcome differs between repeat passes: {flips} ({_rel(results / 'tables' / 'stability.csv')}).")
+    return [*lines, ""] if lines else []
+
+
 def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None = None) -> str:
     """The closing screen; `time_lines` is the breakdown of toolcanary.demo.timing."""
     results = settings.result_dir
@@ -98,6 +127,7 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
     if table.is_file():
         lines += [table.read_text().rstrip(), ""]
     lines += category_lines(results)
+    lines += item_lines(results)
     lines += reward_lines(results)
     if time_lines:
         lines += [*time_lines, ""]

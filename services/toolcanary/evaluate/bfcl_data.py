@@ -5,6 +5,7 @@ the home of guard 6 (guards.UNKNOWN_IDS): an id that matches no BFCL item is ref
 drops unknown ids without a word.
 
 Used by every pass (`toolcanary.evaluate.runner`); `python -m toolcanary.evaluate ls` lists the categories it reads.
+`function_names` gives the functions each item offers, which the answer kinds need (toolcanary.evaluate.answers).
 """
 
 from __future__ import annotations
@@ -57,6 +58,45 @@ def category_ids(category: str) -> tuple[str, ...]:
     with path.open() as handle:
         ids = [json.loads(line)["id"] for line in handle if line.strip()]
     return tuple(i.replace(old, new, 1) for i in ids)
+
+
+@functools.cache
+def function_names(category: str) -> dict[str, tuple[str, ...]]:
+    """The names of the functions each item of a category offers, by item id, as BFCL's data spells them.
+
+    Single-turn items list their functions; multi-turn and agentic items name the classes they involve, and
+    get every function of those classes (bfcl-eval's `multi_turn_func_doc` files), the ones a miss_func item
+    holds back until a later turn included.
+    """
+    check_categories([category])
+    path, old, new = _data_file(category)
+    names = {}
+    with path.open() as handle:
+        for line in filter(str.strip, handle):
+            entry = json.loads(line)
+            if "function" in entry:
+                offered = tuple(doc["name"] for doc in entry["function"])
+            else:
+                offered = tuple(n for c in entry.get("involved_classes", []) for n in _class_functions(c, category))
+            names[entry["id"].replace(old, new, 1)] = offered
+    return names
+
+
+@functools.cache
+def _class_functions(involved_class: str, category: str) -> tuple[str, ...]:
+    # A module of constants: importing it costs nothing of bfcl_eval's own import time.
+    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+
+    # bfcl-eval picks a memory item's backend from its category at load time (MemoryAPI -> MemoryAPI_kv).
+    if involved_class == "MemoryAPI" and category.startswith("memory_"):
+        involved_class = f"MemoryAPI_{category.removeprefix('memory_')}"
+    if involved_class not in MULTI_TURN_FUNC_DOC_FILE_MAPPING:
+        raise ContractError(f"bfcl-eval {bfcl_version()} data, category {category}",
+                            f"involved classes among {sorted(MULTI_TURN_FUNC_DOC_FILE_MAPPING)}",
+                            repr(involved_class), "Install the bfcl-eval version the client pins (eval lock)")
+    path = package_dir() / "data" / "multi_turn_func_doc" / MULTI_TURN_FUNC_DOC_FILE_MAPPING[involved_class]
+    with path.open() as handle:
+        return tuple(json.loads(line)["name"] for line in handle if line.strip())
 
 
 def check_categories(categories: list[str]) -> None:

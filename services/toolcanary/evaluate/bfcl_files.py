@@ -10,7 +10,9 @@ category as 0. So the client reads both kinds of file strictly:
   count (guard 5);
 - outcomes (`outcomes.jsonl`, typed in `toolcanary.contract.pass_files`): "correct", BFCL's error type,
   "overlong" or "truncated", both of which override BFCL's verdict (an irrelevance item the server refused as
-  too long, or whose answer was cut at the output cap, is not a correct abstention).
+  too long, or whose answer was cut at the output cap, is not a correct abstention), and the kind of answer
+  the model gave (toolcanary.evaluate.answers), which leaves BFCL's verdict alone: the rows count the correct
+  items that held unparsed call markup in `correct_unparsed`.
 
     results = read_results(paths.result_dir, "toolcanary-served-FC", ids)
     outcomes = build_outcomes(ids, results, read_scores(paths.score_dir, ids, not_before))
@@ -25,9 +27,18 @@ from pathlib import Path
 
 from toolcanary.contract.csv_schemas import BfclRow
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.pass_files import CORRECT, OVERLONG, TRUNCATED, ItemOutcome, count_outcomes
+from toolcanary.contract.pass_files import (
+    CORRECT,
+    OVERLONG,
+    TRUNCATED,
+    AnswerKind,
+    ItemOutcome,
+    count_outcomes,
+    count_unparsed_correct,
+)
 from toolcanary.evaluate import guards
-from toolcanary.evaluate.bfcl_data import RESULT_PREFIX, group_dir
+from toolcanary.evaluate.answers import entry_answer_kind
+from toolcanary.evaluate.bfcl_data import RESULT_PREFIX, function_names, group_dir
 from toolcanary.evaluate.bfcl_wrapper import TRUNCATED_FIELD
 
 ERROR_PREFIX = "Error during inference"
@@ -226,22 +237,28 @@ def read_scores(score_dir: Path, ids: dict[str, list[str]], not_before: float) -
 def build_outcomes(
     ids: dict[str, list[str]], results: dict[str, dict[str, dict]], scores: dict[str, CategoryScore],
 ) -> list[ItemOutcome]:
-    """One outcome per requested item, in request order."""
+    """One outcome per requested item, in request order, with the kind of answer the model gave."""
     outcomes = []
     for category, expected in ids.items():
         failed = scores[category].failed
+        offered = function_names(category)
         for item in expected:
-            if classify(results[category][item]) == OVERLONG_ERROR:
-                outcome = OVERLONG_ERROR
-            elif truncated(results[category][item]):
-                outcome = TRUNCATED
+            entry = results[category][item]
+            answer: AnswerKind | None
+            if classify(entry) == OVERLONG_ERROR:
+                # The server refused the request: the model returned nothing (bfcl-eval keeps no record of
+                # the item's earlier turns once a request fails).
+                outcome, answer = OVERLONG_ERROR, "empty"
             else:
-                outcome = failed.get(item, CORRECT)
-            outcomes.append(ItemOutcome(category=category, id=item, outcome=outcome))
+                outcome = TRUNCATED if truncated(entry) else failed.get(item, CORRECT)
+                answer = entry_answer_kind(entry, offered[item])
+            outcomes.append(ItemOutcome(category=category, id=item, outcome=outcome, answer=answer))
     return outcomes
 
 
 def count_rows(step: int, pass_index: int, outcomes: list[ItemOutcome], overlong_counted_wrong: bool) -> list[BfclRow]:
-    """Raw correct/total per category, in the order categories were requested."""
+    """Raw correct/total per category, in the order categories were requested, and how many of the correct
+    items held call markup the server did not parse (None for a category with unclassified items)."""
     counts = count_outcomes(outcomes, overlong_counted_wrong)
-    return [BfclRow(step, pass_index, c, correct, total) for c, (correct, total) in counts.items()]
+    unparsed = count_unparsed_correct(outcomes)
+    return [BfclRow(step, pass_index, c, correct, total, unparsed[c]) for c, (correct, total) in counts.items()]

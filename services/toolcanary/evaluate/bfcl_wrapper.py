@@ -6,10 +6,13 @@ bfcl-eval has no registry entry for an arbitrary OpenAI-compatible server. This 
 function names, which the handler sends as `a_b`, are mapped back before checking. The same wrapper must run
 both `generate` and `evaluate`; plain `bfcl evaluate` does not know the key.
 
-The handler adds two things bfcl-eval lacks: every request carries the pass's output cap (`max_tokens`,
-toolcanary.evaluate.sizing), and every result line records how many of the item's responses the server cut at
-that cap (`TRUNCATED_FIELD`, from finish_reason "length"). bfcl-eval would score a cut answer like any other;
-the client reads the field and counts the item as truncated instead.
+The handler adds three things bfcl-eval lacks: every request carries the pass's output cap (`max_tokens`,
+toolcanary.evaluate.sizing); every result line records how many of the item's responses the server cut at
+that cap (`TRUNCATED_FIELD`, from finish_reason "length"), since bfcl-eval would score a cut answer like any
+other and the client counts the item as truncated instead; and every result line records each response's
+number of structured tool calls and raw `message.content` (`ANSWERS_FIELD`). The server returns a text answer
+with `tool_calls: []`, which bfcl-eval stores as `[]`, losing the text; the client reads the record to tell
+call markup the server did not parse from a real abstention (toolcanary.evaluate.answers).
 
 The client runs it as a fresh subprocess per phase with BFCL_PROJECT_ROOT set to the pass folder:
 
@@ -26,6 +29,8 @@ import threading
 HANDLER_NAME = "OpenAICompletionsHandler"
 # bfcl-eval writes every key of an inference's metadata into the item's result line.
 TRUNCATED_FIELD = "toolcanary_truncated_responses"
+# One {"calls": structured tool calls, "content": message.content} per response of the item, in order.
+ANSWERS_FIELD = "toolcanary_answers"
 
 
 def register(registry_key: str, served_model: str, timeout_s: float, retries: int, max_tokens: int) -> None:
@@ -34,9 +39,10 @@ def register(registry_key: str, served_model: str, timeout_s: float, retries: in
     from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
 
     class ServedChatHandler(OpenAICompletionsHandler):
-        """OpenAICompletionsHandler with a bounded client, a capped output and a count of capped responses."""
+        """OpenAICompletionsHandler with a bounded client, a capped output, a count of capped responses and a
+        record of every response's calls and content."""
 
-        # bfcl-eval runs one item per thread from start to end, so a thread's count is that item's.
+        # bfcl-eval runs one item per thread from start to end, so a thread's count and record are that item's.
         _cut = threading.local()
 
         def _build_client_kwargs(self):
@@ -50,14 +56,20 @@ def register(registry_key: str, served_model: str, timeout_s: float, retries: in
             return super().generate_with_backoff(**kwargs)
 
         def _parse_query_response_FC(self, api_response):
-            if api_response.choices and api_response.choices[0].finish_reason == "length":
-                self._cut.count = getattr(self._cut, "count", 0) + 1
+            if api_response.choices:
+                choice = api_response.choices[0]
+                if choice.finish_reason == "length":
+                    self._cut.count = getattr(self._cut, "count", 0) + 1
+                answers = getattr(self._cut, "answers", None)
+                if answers is not None:
+                    answers.append({"calls": len(choice.message.tool_calls or []), "content": choice.message.content})
             return super()._parse_query_response_FC(api_response)
 
         def inference(self, test_entry, include_input_log, exclude_state_log):
-            self._cut.count = 0
+            self._cut.count, self._cut.answers = 0, []
             result, metadata = super().inference(test_entry, include_input_log, exclude_state_log)
             metadata[TRUNCATED_FIELD] = self._cut.count
+            metadata[ANSWERS_FIELD] = self._cut.answers
             return result, metadata
 
     ServedChatHandler.__name__ = HANDLER_NAME

@@ -7,7 +7,8 @@
     3. generate        bfcl-eval generate in a fresh subprocess (a resume keeps only whole, answered results)
     4. refuse errors   read every result strictly; a failed or empty request refuses the pass (guards 2 and 6)
     5. evaluate        bfcl-eval evaluate in a fresh subprocess; read its score files strictly (guard 5)
-    6. count           per-item outcomes (overlong and truncated ones marked, guards 4 and 7), the rows, the manifest
+    6. count           per-item outcomes (overlong and truncated ones marked, guards 4 and 7, and the kind of each
+                       answer), the rows, the manifest
     7. append          the rows into `<results>/<run>/bfcl_by_category.csv`, all at once, under its lock
 
 `python -m toolcanary.evaluate guards` lists the guards. Rows are appended only after every guard passed; a
@@ -18,7 +19,8 @@ The pass folder, `<results>/<run>/passes/step_NNNN_pass_P/` (`PassPaths`):
     request.json    PassRequest (toolcanary.contract.pass_files): what the pass scores; a resume must match it
     bfcl/           BFCL_PROJECT_ROOT for this pass only: test_case_ids_to_generate.json, result/, score/
     logs/           generate.log, evaluate.log
-    outcomes.jsonl  ItemOutcome lines (toolcanary.contract.pass_files): "correct" or the error type
+    outcomes.jsonl  ItemOutcome lines (toolcanary.contract.pass_files): "correct" or the error type, and the
+                    kind of answer (toolcanary.evaluate.answers)
     counts.json     the rows, written before they are appended to bfcl_by_category.csv
     manifest.json   EvalPassManifest; `finished_at` is set only for a pass whose rows were written
     failure.json    why the pass was refused, when it was
@@ -48,14 +50,17 @@ from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, BfclRow, append_bf
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
 from toolcanary.contract.pass_files import (
+    CORRECT,
     COUNTS_FILE,
     FAILURE_FILE,
     OUTCOMES_FILE,
     REQUEST_FILE,
     SAMPLE_FILE,
     TRUNCATED,
+    UNPARSED_CALL,
     CountRow,
     FailedItem,
+    ItemOutcome,
     PassFailure,
     PassRequest,
     RunSample,
@@ -486,7 +491,8 @@ def evaluate(settings: EvalSettings, paths: PassPaths, request: PassRequest, siz
 
 def count(settings: EvalSettings, paths: PassPaths, request: PassRequest, manifest: EvalPassManifest,
           results: dict[str, dict[str, dict]], scores: dict, timings: dict[str, float], t0: float) -> list[BfclRow]:
-    """Write outcomes.jsonl and the manifest's error counts, overlong items and timings; return the rows."""
+    """Write outcomes.jsonl and the manifest's error counts, overlong, truncated and unparsed-credit items,
+    answer kinds and timings; return the rows."""
     outcomes = build_outcomes(request.ids, results, scores)
     rows = count_rows(request.step, request.pass_index, outcomes, settings.overlong_counted_wrong)
     write_outcomes(paths.outcomes, outcomes)
@@ -503,9 +509,31 @@ def count(settings: EvalSettings, paths: PassPaths, request: PassRequest, manife
                     "credited %d); see truncated_items in %s, raise TOOLCANARY_EVALUATE_MAX_TOKENS if many",
                     paths.folder.name, sum(map(len, cut.values())), manifest.max_tokens,
                     sum(map(len, credited.values())), paths.manifest)
+    record_answer_kinds(paths, manifest, outcomes)
     manifest.timings_s = {**timings, "total": round(time.monotonic() - t0, 3)}
     write_json(paths.manifest, manifest.model_dump(mode="json"))
     return rows
+
+
+def record_answer_kinds(paths: PassPaths, manifest: EvalPassManifest, outcomes: list[ItemOutcome]) -> None:
+    """Put the answer kinds per category and the unparsed-credit items in the manifest, and warn of the latter:
+    BFCL credits a call the server could not parse as an abstention, and its count keeps them."""
+    kinds: dict[str, dict[str, int]] = {}
+    credited: dict[str, list[str]] = {}
+    for item in outcomes:
+        if item.answer is None:
+            continue
+        tally = kinds.setdefault(item.category, {})
+        tally[item.answer] = tally.get(item.answer, 0) + 1
+        if item.outcome == CORRECT and item.answer == UNPARSED_CALL:
+            credited.setdefault(item.category, []).append(item.id)
+    manifest.answer_kinds = {c: dict(sorted(t.items())) for c, t in kinds.items()}
+    manifest.unparsed_credit_items = credited
+    if credited:
+        log.warning("pass %s: BFCL counted %d items correct whose answer held a tool call the server did not "
+                    "parse (%s); BFCL's count keeps them, correct_unparsed in %s counts them; see "
+                    "unparsed_credit_items in %s", paths.folder.name, sum(map(len, credited.values())),
+                    ", ".join(f"{c}: {len(v)}" for c, v in credited.items()), BFCL_BY_CATEGORY, paths.manifest)
 
 
 # Phase 7: append
