@@ -14,6 +14,7 @@ import json
 import pytest
 
 from toolcanary.audit.settings import AuditSettings
+from toolcanary.audit.training_inputs import library_tools
 from toolcanary.contract.errors import ContractError
 
 RUN = "damaged"
@@ -98,11 +99,22 @@ def test_a_missing_library_stops_with_a_fix_and_writes_nothing(dirs, cli):
     assert not (dirs["results"] / RUN / "audit").exists()
 
 
-def test_a_library_in_the_wrong_shape_names_the_place(dirs, cli):
+def test_a_library_without_a_usable_tool_names_the_place(dirs, cli):
     dirs["results"].joinpath(RUN).mkdir(parents=True)
     dirs["library"].write_text(json.dumps({"home": {"Aquarium": [{"name": "no function key"}]}}))
     code, _, err = cli(*dirs["args"])
-    assert code == 2 and "'home' / 'Aquarium' [0]: expected" in err
+    assert code == 2 and "expected at least one usable tool" in err
+    assert "'home' / 'Aquarium' [0]: no `function` object" in err
+
+
+def test_an_unusable_entry_is_left_out_as_the_simulator_leaves_it_and_said(dirs, caplog):
+    library = json.loads(dirs["library"].read_text())
+    toolsets = next(iter(library.values()))
+    next(iter(toolsets.values())).append({"name": "no function key"})
+    dirs["library"].write_text(json.dumps(library))
+    tools = library_tools(dirs["library"])
+    assert len(tools) == sum(len(entries) for sets in library.values() for entries in sets.values()) - 1
+    assert "1 entries left out" in caplog.text and "no `function` object" in caplog.text
 
 
 def test_an_unknown_run_suggests_the_near_names(dirs, cli):

@@ -119,6 +119,10 @@ def test_library_in_trustee_format_loads_and_bad_files_say_where(tmp_path):
     path.write_text(json.dumps({"Advertising": {"Planner": [tool]}}))
     library = load_tool_library(path)
     assert len(library) == 1 and library.all_tools()[0].schema_.name == "Keyword Ideas"
+    path.write_text(json.dumps({"Advertising": {"Planner": [{"type": "function"}, tool]}}))
+    library = load_tool_library(path)  # one unusable entry is left out and said where, not a refused file
+    assert len(library) == 1 and [str(e) for e in library.left_out] == ["'Advertising' / 'Planner' [0]: "
+                                                                         "no `function` object"]
     path.write_text(json.dumps({"Advertising": {"Planner": [{"type": "function"}]}}))
     with pytest.raises(ContractError, match="'Advertising' / 'Planner' \\[0\\]"):
         load_tool_library(path)

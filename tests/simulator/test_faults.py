@@ -1,7 +1,8 @@
 """What the simulator does about faults: readiness that means something, torn record files, bounded memory.
 
 - Liveness (/health/live) and readiness (/health/ready, /health, and /v1/ready behind the token) differ: a
-  simulator whose record folder cannot be written, or whose upstream is down, is alive but not ready.
+  simulator whose record folder cannot be written, or whose upstream is down, is alive but not ready. Both
+  name the mode the simulator plays.
 - Drill (torn tails, the simulator's records): a record file truncated mid-line, then written to by a
   restarted service and read back: nothing lost but the torn line, which is reported. A broken line in
   the middle that no writer fenced off stops the service from starting, naming the file and the line.
@@ -23,6 +24,8 @@ def test_liveness_and_readiness_are_distinguishable(make_client, settings, tmp_p
     client = make_client(runs_dir=tmp_path / "runs", run="probe")
     live, ready = client.get("/health/live").json(), client.get("/health/ready").json()
     assert live["probe"] == "live" and ready["probe"] == "ready" and live["contract_version"] == CONTRACT_VERSION
+    # Both name the mode played (the trainer refuses another); only mode trustee has a checkout commit.
+    assert [(h["mode"], h["trustee_commit"]) for h in (live, ready)] == [("toolcanary", None)] * 2
     assert any("record folder" in check and "writable" in check for check in ready["checks"])
     assert client.get("/health").json() == ready
 

@@ -78,10 +78,11 @@ def test_the_bearer_token_guards_everything_but_health(make_client, diff):
 def test_health_reports_contract_version_backend_and_run_and_docs_are_served(client):
     from toolcanary.contract import CONTRACT_VERSION
 
-    # /health is readiness now: the same four fields, plus which probe answered and what it checked.
+    # /health is readiness now: the same fields, plus which probe answered and what it checked.
     body = client.get("/health").json()
-    assert {k: body[k] for k in ("status", "contract_version", "backend", "run")} == {
-        "status": "ok", "contract_version": CONTRACT_VERSION, "backend": "scripted", "run": "test"}
+    assert {k: body[k] for k in ("status", "contract_version", "backend", "mode", "run")} == {
+        "status": "ok", "contract_version": CONTRACT_VERSION, "backend": "scripted", "mode": "toolcanary",
+        "run": "test"}
     assert body["probe"] == "ready"
     schema = client.get("/openapi.json").json()
     assert {"/v1/task", "/v1/tool", "/v1/user", "/v1/verify", "/health", "/metrics"} <= set(schema["paths"])

@@ -214,3 +214,19 @@ def test_every_start_records_the_library_it_draws_from(trustee, make_client, tmp
     assert (theirs.mode, theirs.packaged, theirs.tools, theirs.trustee_commit) == ("trustee", False, 2, PINNED_COMMIT)
     assert theirs.in_checkout == "verl/recipe/trustee/data/toolbench_tools.json"
     assert (ours.mode, ours.packaged, ours.trustee_commit) == ("toolcanary", True, None) and ours.tools > 200
+
+
+def test_every_health_answer_names_the_trustee_mode_and_the_checkouts_commit(trustee, make_trustee_checkout,
+                                                                              tmp_path):
+    """The trainer's pre-flight compares these with its own mode and checkout, so both routes must carry them."""
+    client = trustee()
+    answers = [client.get(path) for path in ("/health/live", "/health/ready", "/health")]
+    assert [a.status_code for a in answers] == [200] * 3, answers[-1].text
+    assert [(a.json()["mode"], a.json()["trustee_commit"]) for a in answers] == [("trustee", PINNED_COMMIT)] * 3
+
+    # The commit is the checkout's as it was at start: templates imported then are what this process plays.
+    moved = make_trustee_checkout(tmp_path / "moved")
+    client = trustee(trustee_dir=moved)
+    (moved / ".git/refs/heads/main").write_text("f" * 40 + "\n")
+    assert client.get("/health/live").json()["trustee_commit"] == PINNED_COMMIT
+

@@ -39,10 +39,11 @@ TIME = {"type": "function", "function": {
 class StubBehaviour:
     """What each role answers. `fail[role]` is one of: aborted, hang, or httpNNN (an HTTP error status).
 
-    `fail_from_step`: failures apply only to requests of that step and later. `contract_version` and
-    `ready_status` shape the readiness answer (GET /v1/ready and /health); `token`, when set, is required on
-    /v1/* as the real simulator requires it. `per_episode_results`: each tool result names its episode and
-    differs from every other, as a real simulator's do (identical results would flatter any render cache).
+    `fail_from_step`: failures apply only to requests of that step and later. `contract_version`, `mode`,
+    `trustee_commit` and `ready_status` shape the readiness answer (GET /v1/ready and /health); `token`, when
+    set, is required on /v1/* as the real simulator requires it. `per_episode_results`: each tool result names
+    its episode and differs from every other, as a real simulator's do (identical results would flatter any
+    render cache).
     """
 
     delay_s: float = 0.0
@@ -51,6 +52,8 @@ class StubBehaviour:
     user_replies: list[str] = field(default_factory=list)
     verify_reward: int | None = None  # None: 1 when the expected tool was called (or, abstention, nothing)
     contract_version: str = CONTRACT_VERSION
+    mode: str | None = "toolcanary"  # None: left out, as a simulator of contract 1.4 answers
+    trustee_commit: str | None = None
     ready_status: int = 200
     token: str | None = None
     per_episode_results: bool = False
@@ -87,8 +90,10 @@ class StubSimulator:
             if self.behaviour.ready_status != 200:
                 return web.json_response({"error": "simulator unavailable: stub not ready", "detail": []},
                                          status=self.behaviour.ready_status)
+            rules = {"mode": self.behaviour.mode, "trustee_commit": self.behaviour.trustee_commit}
             return web.json_response({"status": "ok", "contract_version": self.behaviour.contract_version,
-                                      "backend": "scripted", "run": "stub", "probe": "ready"})
+                                      "backend": "scripted", "run": "stub", "probe": "ready",
+                                      **({} if self.behaviour.mode is None else rules)})
 
         app.router.add_get("/health", health)
         app.router.add_get("/v1/ready", health)

@@ -5,6 +5,9 @@
   same client fail at once, without a request.
 - Drill (pre-flight): a wrong token, another contract version, an upstream that is down at start: the trainer
   refuses to start, exit status 3, with a message that names the fault and the fix; nothing is trained.
+- Drill (mode): a simulator that plays the other mode (toolcanary for a trustee trainer, and the reverse) is
+  refused the same way, naming both modes and the flag to start it with; so is, in mode trustee, a simulator
+  of another TRUSTEE commit than the trainer's checkout. A simulator of the trainer's mode and commit passes.
 - A token refused in the middle of the run stops it before that step's update, the last step saved.
 - Drill (circuit breaker): every episode aborting (the simulator answers 500) stops the run after
   max_aborted_steps steps, naming the causes and counts; the rerun after the fix resumes, no row twice.
@@ -24,6 +27,9 @@ from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.simulator_api import TaskRequest
 from toolcanary.contract.tasks import DifficultySettings
+from toolcanary.contract.trustee_checkout import PINNED_COMMIT
+from toolcanary.train.preflight import SimulatorNotReady, TrainerRules, check_simulator, wait_ready
+from toolcanary.train.settings import TrainSettings
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
 
 STUB_RUN = [*SMALL, "--no-warm-start", "--save-every", "1"]
@@ -108,6 +114,61 @@ def test_drill_the_trainer_refuses_to_start_on_a_wrong_token_another_contract_or
         assert not (tmp_path / case / "checkpoints" / "drill").exists()  # not even step 0
     drill("pre-flight", faults_injected=len(cases), refused_to_start=f"{refused} (exit 3 each: "
           f"{', '.join(n for n, _, _ in cases)})", steps_trained=0, checkpoints_published=0)
+
+
+def test_drill_the_trainer_refuses_a_simulator_of_the_other_mode(tmp_path, trustee_checkout, drill):
+    trustee = ["--mode", "trustee", "--trustee-dir", str(trustee_checkout)]
+    cases = []
+    with StubSimulator(StubBehaviour(mode="toolcanary")) as ours:
+        result = train(tmp_path / "theirs", "--run", "drill", "--simulator-url", ours.url, *trustee, *STUB_RUN)
+    cases.append(("trustee trainer, toolcanary simulator", "theirs", result,
+                  ["plays mode toolcanary (the project's own prompts and tool library)",
+                   "this trainer runs mode trustee", "--mode trustee --trustee-dir", "STACK_MODE=trustee"]))
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT)) as theirs:
+        result = train(tmp_path / "ours", "--run", "drill", "--simulator-url", theirs.url, *STUB_RUN)
+    cases.append(("toolcanary trainer, trustee simulator", "ours", result,
+                  ["plays mode trustee (TRUSTEE's prompts and ToolBench library)", "this trainer runs mode toolcanary",
+                   "serve --mode toolcanary", "STACK_MODE=toolcanary", "--mode trustee (TOOLCANARY_TRAIN_MODE)"]))
+    for name, root, result, phrases in cases:
+        assert result.returncode == 3, f"{name}: exit {result.returncode}\n{result.stderr[-2000:]}"
+        message = result.stderr.strip().splitlines()[-1]
+        assert message.startswith("error: training stopped: "), f"{name}: {message}"
+        for phrase in phrases:
+            assert phrase in message, f"{name}: {phrase!r} not in {message!r}"
+        assert "Traceback" not in result.stderr, f"{name}: a traceback instead of a message"
+        assert not (tmp_path / root / "checkpoints" / "drill").exists()  # not even step 0
+    drill("pre-flight (mode)", faults_injected=len(cases), refused_to_start=f"{len(cases)} (exit 3 each)",
+          checkpoints_published=0)
+
+
+def test_in_mode_trustee_a_simulator_of_another_commit_is_refused_and_one_of_the_same_passes(trustee_checkout):
+    settings = TrainSettings(mode="trustee", trustee_dir=trustee_checkout)
+    rules = TrainerRules.of(settings)
+    assert rules == TrainerRules("trustee", PINNED_COMMIT)  # read from the checkout's own git metadata
+    other = "0123456" + PINNED_COMMIT[7:]
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=other)) as sim:
+        with pytest.raises(SimulatorNotReady) as refused:
+            check_simulator(sim.url, rules=rules)
+        # Before a later step too, at once: no wait can make another commit the trainer's.
+        with pytest.raises(SimulatorNotReady) as later:
+            wait_ready(sim.url, wait_s=60, rules=rules)
+    for err in (refused.value, later.value):
+        assert err.fatal and f"plays TRUSTEE at commit {other}" in err.reason
+        assert f"this trainer's checkout is at {PINNED_COMMIT}" in err.reason
+        assert f"one checkout at commit {PINNED_COMMIT}" in err.fix and "TOOLCANARY_TRAIN_TRUSTEE_DIR" in err.fix
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT)) as sim:
+        health = check_simulator(sim.url, rules=rules)
+        assert (health.mode, health.trustee_commit) == ("trustee", PINNED_COMMIT)
+        assert wait_ready(sim.url, wait_s=1, rules=rules) == health
+
+
+def test_a_simulator_of_another_contract_version_is_told_apart_from_one_without_a_mode():
+    """A simulator of an older contract answers a Health without `mode`: its version, not its shape, is the
+    fault to name (the fix is to rebuild the older side)."""
+    with StubSimulator(StubBehaviour(contract_version="1.4", mode=None)) as old:
+        with pytest.raises(SimulatorNotReady) as refused:
+            check_simulator(old.url, rules=TrainerRules("toolcanary"))
+    assert f"speaks contract 1.4, this trainer contract {CONTRACT_VERSION}" in refused.value.reason
 
 
 def test_a_token_refused_mid_run_stops_before_that_steps_update_with_the_last_step_saved(tmp_path):

@@ -21,6 +21,7 @@ from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.training_files import step_episodes
+from toolcanary.contract.trustee_checkout import PINNED_COMMIT
 from toolcanary.train.faults import TrainingStopped
 from toolcanary.train.preflight import SimulatorNotReady
 from toolcanary.train.publisher import read_published
@@ -75,6 +76,8 @@ def dispatch(manager, step: int) -> list[dict]:
     (StubBehaviour(token="right"), "sent no token and it requires one"),
     (StubBehaviour(contract_version="0.9"), "speaks contract 0.9"),
     (StubBehaviour(ready_status=503), "is not ready: simulator unavailable: stub not ready"),
+    (StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT), "plays mode trustee .* this trainer runs mode "
+                                                                   "toolcanary"),
 ])
 def test_the_first_dispatch_of_a_trainer_process_needs_a_simulator_that_passes_the_preflight(
         gpu_env, behaviour, message):
@@ -87,6 +90,24 @@ def test_the_first_dispatch_of_a_trainer_process_needs_a_simulator_that_passes_t
         with pytest.raises(SimulatorNotReady, match=message):
             CurriculumAgentLoopManager.generate_sequences(manager, validation)
     assert dispatched == []
+
+
+def test_a_trustee_trainer_dispatches_only_against_a_trustee_simulator_of_its_commit(gpu_env, trustee_checkout):
+    manager, dispatched, env = gpu_env
+    env.setenv("TOOLCANARY_TRAIN_MODE", "trustee")  # as train.sh exports it, for the agent loop and the manager
+    env.setenv("TOOLCANARY_TRAIN_TRUSTEE_DIR", str(trustee_checkout))
+    other = "0123456" + PINNED_COMMIT[7:]
+    for behaviour, message in [(StubBehaviour(mode="toolcanary"), "plays mode toolcanary .* runs mode trustee"),
+                               (StubBehaviour(mode="trustee", trustee_commit=other), f"TRUSTEE at commit {other}")]:
+        with StubSimulator(behaviour) as sim:
+            env.setenv("TOOLCANARY_TRAIN_SIMULATOR_URL", sim.url)
+            with pytest.raises(SimulatorNotReady, match=message):
+                dispatch(manager, 1)
+    assert dispatched == []
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT)) as sim:
+        env.setenv("TOOLCANARY_TRAIN_SIMULATOR_URL", sim.url)
+        dispatch(manager, 1)
+    assert dispatched == [1]
 
 
 def test_every_episode_aborting_stops_the_gpu_run_at_the_dispatch_after_k_steps(gpu_env, drill):

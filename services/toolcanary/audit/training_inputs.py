@@ -65,8 +65,14 @@ class TaskReading:
 
 
 def library_tools(path: Path) -> list[TrainingTool]:
-    """Every tool of a library file in TRUSTEE's format (ContractError when the file is not one)."""
+    """Every tool of a library file in TRUSTEE's format (ContractError when the file is not one), by the rule
+    the simulator reads it with: entries that are not usable tools are left out, with a warning, as the
+    simulator left them out of the tasks it made."""
     library = load_tool_library(path)
+    if library.left_out:
+        shown = "; ".join(str(entry) for entry in library.left_out[:5])
+        log.warning("%s: %d entries left out, not usable as tools: %s%s", path, len(library.left_out), shown,
+                    "; ..." if len(library.left_out) > 5 else "")
     return [
         TrainingTool(
             f"{t.category}/{t.toolset_name}/{t.schema_.name}",

@@ -75,6 +75,7 @@ from toolcanary.contract.simulator_api import (
 from toolcanary.contract.tasks import (
     DifficultySettings,
     ExpectedCall,
+    LeftOutEntry,
     LibraryTool,
     SimulatedTask,
     ToolLibrary,
@@ -88,7 +89,8 @@ from toolcanary.contract.tasks import (
 # 1.3: POST /v1/gold gives the ideal conversation for a task (the trainer's warm start asks it over HTTP).
 # 1.4: tool, user, verify and gold requests carry the `task_key` of an authored task instead of the task.
 # 1.5: bfcl_by_category.csv gained `correct_unparsed` and outcomes.jsonl each item's `answer` kind; files
-# without them still read, as "not measured".
+# without them still read, as "not measured". Health gained the simulator's `mode` (required) and, in mode
+# trustee, its checkout's `trustee_commit`; the trainer refuses a simulator of another mode or commit.
 CONTRACT_VERSION = "1.5"
 
 __all__ = [
@@ -124,6 +126,7 @@ __all__ = [
     "GoldRequest",
     "GoldResponse",
     "Health",
+    "LeftOutEntry",
     "LibraryTool",
     "MalformedCall",
     "Message",

@@ -12,12 +12,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+MAX_TOOL_NAME_CHARS = 256
+
 
 class FunctionSpec(BaseModel):
     """One function as OpenAI tools describe it; `parameters` is a JSON Schema object."""
 
     model_config = ConfigDict(extra="allow")
-    name: str = Field(min_length=1, max_length=256)
+    name: str = Field(min_length=1, max_length=MAX_TOOL_NAME_CHARS)
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 

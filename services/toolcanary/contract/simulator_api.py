@@ -15,12 +15,14 @@ from typing import Annotated, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolcanary.contract.chat import Message, ToolCall
-from toolcanary.contract.tasks import DifficultySettings, SimulatedTask
+from toolcanary.contract.tasks import DifficultySettings, LeftOutEntry, SimulatedTask
 
 # A role's score: -1, 0 or 1 from the scripted backend and the toolcanary mode; the trustee mode keeps what
 # TRUSTEE keeps, any number the model wrote clamped into [-1, 1] (a verifier's 0.5 stays 0.5).
 Reward = Annotated[float, Field(ge=-1, le=1)]
 Role = Literal["task", "tool", "user", "verify"]
+# Whose rules the simulator plays; the trainer has the same two modes and must meet a simulator of its own.
+SimulatorMode = Literal["toolcanary", "trustee"]
 # Why a role call gave up. The simulator reports the first four (its model timed out, answered unreadably,
 # answered out of range, or its upstream failed). The trainer's client adds the last three for calls the
 # simulator itself refused: `too_large` (HTTP 413), `rejected` (another 4xx that describes one bad request,
@@ -122,11 +124,17 @@ class Health(BaseModel):
     `probe` says which question was answered: `live` (/health/live: the process serves HTTP; nothing else is
     checked) or `ready` (/health, /health/ready and the token-guarded /v1/ready: role calls can be answered
     now; `checks` lists what was checked). Readiness that fails is a 503 with an `ErrorBody` instead.
+    `mode` and `trustee_commit` say whose rules the simulator plays, so that a trainer of the other mode (or of
+    another TRUSTEE commit) refuses it before step 1 instead of training against the wrong prompts and library.
     """
 
     status: Literal["ok"] = "ok"
     contract_version: str
     backend: Literal["scripted", "llm"]
+    mode: SimulatorMode = Field(description="whose prompts and library the simulator plays: trustee (TRUSTEE's, "
+                                            "from a checkout) or toolcanary (the project's own)")
+    trustee_commit: str | None = Field(None, description="the commit of the TRUSTEE checkout it plays (mode "
+                                                         "trustee); None in mode toolcanary")
     run: str
     probe: Literal["live", "ready"] = "ready"
     checks: list[str] = Field(default_factory=list, description="what readiness checked, one line each")
@@ -166,6 +174,7 @@ class RoleRecord(BaseModel):
 
 
 LIBRARIES_FILE = "libraries.jsonl"
+LEFT_OUT_LISTED = 50  # entries left out that the simulator names in a LibraryRecord; a broken file could have thousands
 
 
 class LibraryRecord(BaseModel):
@@ -175,6 +184,10 @@ class LibraryRecord(BaseModel):
     `packaged`: the library that ships with ToolCanary (its path differs from image to image; `sha256` says which
     version). Otherwise `path` is where the simulator read it; `in_checkout` is that path inside the TRUSTEE
     checkout (trustee mode), so that a reader with the checkout elsewhere (the host, not /trustee) finds it.
+    `tools` counts the usable entries, entries with the same name included; `left_out` counts the entries the
+    simulator could not use (`toolcanary.contract.tasks` has the rule) and `left_out_entries` lists the first
+    LEFT_OUT_LISTED of them. Lines written before these two fields read as none left out, which they were: the
+    simulator then refused a library with any such entry.
     """
 
     contract_version: str
@@ -187,3 +200,5 @@ class LibraryRecord(BaseModel):
     tools: int = Field(ge=0)
     trustee_commit: str | None = None
     in_checkout: str | None = None
+    left_out: int = Field(0, ge=0)
+    left_out_entries: list[LeftOutEntry] = Field(default_factory=list)

@@ -114,6 +114,8 @@ class TrusteeCheckout:
 
     @property
     def library_path(self) -> Path:
+        """TRUSTEE's ToolBench library. Only its presence is checked here; the simulator reads it by the rule of
+        `toolcanary.contract.tasks` (entries it cannot use are left out and reported, not a refused file)."""
         return self.root / LIBRARY
 
     # --- the policy -------------------------------------------------------------------------------

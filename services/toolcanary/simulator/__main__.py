@@ -23,7 +23,7 @@ from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 
 EPILOG = """examples:
   python -m toolcanary.simulator serve --insecure --backend scripted --run demo --port 8300
-  TOOLCANARY_SIMULATOR_TOKEN=$TOKEN python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
+  TOOLCANARY_SIMULATOR_TOKEN=$TOKEN python -m toolcanary.simulator serve --host 0.0.0.0 --backend llm --mode trustee --trustee-dir ../TRUSTEE --run r1 --upstream http://vllm-a:8000 http://vllm-b:8000
   python -m toolcanary.simulator validate --tasks 300
   python -m toolcanary.simulator build-library --check
 """
@@ -95,9 +95,11 @@ def serve(args: argparse.Namespace) -> int:
     if args.check:
         from toolcanary.simulator.library_index import LibraryIndex
 
-        tools = len(LibraryIndex(settings.library))
+        index = LibraryIndex(settings.library)
         print(f"settings ok: backend {settings.backend}, mode {settings.mode}, library {settings.library} "
-              f"({tools} tools)")
+              f"({index.describe()})")
+        if index.left_out:
+            print(f"left out of the library: {index.left_out_summary()}")
         return 0
     logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not settings.token:
@@ -115,7 +117,9 @@ def validate(args: argparse.Namespace) -> int:
     from toolcanary.simulator.scripted.roles import verify
 
     index = LibraryIndex(args.library or DEFAULT_LIBRARY_PATH)
-    print(f"{index.path}: {len(index)} tools in {len(index.categories)} categories")
+    print(f"{index.path}: {len(index.categories)} categories, {index.describe()}")
+    if index.left_out:
+        print(f"left out: {index.left_out_summary()}")
     grid = itertools.cycle(itertools.product(range(1, 11), range(1, 4), range(3), range(3), range(3), [True, False]))
     failures = 0
     for number in tqdm(range(args.tasks), desc="gold trajectories", unit="task"):

@@ -7,7 +7,8 @@ Health: `/health/live` is liveness (the process serves HTTP; it checks nothing e
 the service only when it is truly stuck); `/health/ready`, and `/health` with it, is readiness (role calls
 can be answered now: every upstream of the llm backend answers its probe and the record folder is writable),
 which the container health check and the trainer's pre-flight use; `/v1/ready` is the same readiness behind
-the bearer token, so one request tells the trainer the token is accepted too.
+the bearer token, so one request tells the trainer the token is accepted too. Every health answer names the
+mode the simulator plays (and, in mode trustee, the TRUSTEE commit), which the trainer checks against its own.
 
 The tool, user, verify and gold calls take a direct path (`RoleCalls`): they are the hot loop of training
 (the task route runs once per GRPO group), so a POST to one of them goes through the same guards and then
@@ -33,6 +34,7 @@ import json
 import logging
 import os
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -59,6 +61,7 @@ from toolcanary.contract import (
     VerifyResponse,
 )
 from toolcanary.contract.simulator_api import ErrorBody
+from toolcanary.contract.trustee_checkout import checkout_commit
 from toolcanary.simulator.backend import Backend
 from toolcanary.simulator.guards import GuardMiddleware
 from toolcanary.simulator.library_index import LibraryIndex
@@ -211,8 +214,12 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
     store = RecordStore(settings.records_dir)
     store.note_library(settings, index)
     service = SimulatorService(settings, backend, store, metrics)
-    log.info("simulator: backend=%s run=%s library=%s (%d tools) records=%s tasks reloaded=%d",
-             backend.name, settings.run, settings.library, len(index), settings.records_dir, len(service.registry))
+    log.info("simulator: backend=%s run=%s library=%s (%s) records=%s tasks reloaded=%d",
+             backend.name, settings.run, settings.library, index.describe(), settings.records_dir,
+             len(service.registry))
+    if index.left_out:
+        log.warning("library %s: %d entries left out, not usable as tools (docs/simulator.md): %s",
+                    settings.library, len(index.left_out), index.left_out_summary())
 
     @asynccontextmanager
     async def lifespan(_: FastAPI):
@@ -234,6 +241,11 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
 
     app.add_exception_handler(TaskNotIssued, lambda _, exc: _not_issued(exc))
     app.add_exception_handler(Exception, lambda _, exc: _fault(exc))
+
+    # Whose rules this process plays, read once: the templates were imported from the checkout at start, so
+    # the commit HEAD pointed at then is the one played, whatever is checked out there later.
+    trustee_dir = Path(settings.trustee_dir).resolve() if settings.mode == "trustee" else None
+    rules = {"mode": settings.mode, "trustee_commit": checkout_commit(trustee_dir) if trustee_dir else None}
 
     async def ready() -> Health | JSONResponse:
         # 503 while a role call could not be answered: a container health check must not call a simulator
@@ -259,7 +271,7 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
             return JSONResponse(status_code=503, content=ErrorBody(
                 error="simulator unavailable: " + "; ".join(errors), detail=problems).model_dump())
         return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run, probe="ready",
-                      checks=checks)
+                      checks=checks, **rules)
 
     ready_responses = {503: {"model": ErrorBody}}
     app.get("/health", response_model=Health, responses=ready_responses,
@@ -271,7 +283,8 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
 
     @app.get("/health/live", response_model=Health, summary="Liveness: the process serves HTTP")
     async def live() -> Health:
-        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run, probe="live")
+        return Health(contract_version=CONTRACT_VERSION, backend=backend.name, run=settings.run, probe="live",
+                      **rules)
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> PlainTextResponse:

@@ -1,45 +1,89 @@
-"""The tool library as the simulator uses it: validated tools, result hints, and TRUSTEE-style tool sampling.
+"""The tool library as the simulator uses it: usable tools, result hints, and TRUSTEE-style tool sampling.
 
 Both backends' task authors draw a task's tools here: one category chosen uniformly (among those large enough),
 its toolsets shuffled and added until the pool holds `num_tools` tools, then `num_tools` sampled from the pool.
 The `x_result` hints that `library_builder` writes are kept for the scripted tool role.
+
+The file is read by the contract's rule (`toolcanary.contract.tasks`): entries that are not usable tools are
+left out and listed (`left_out`), never a reason to refuse the file. Entries with the same name all stay in
+their toolsets, so each is drawn as TRUSTEE draws it; a look-up by name (`tools`, `result_hints`) gives the
+first of that name in the file.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import random
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from toolcanary.contract import LibraryTool, ToolLibrary, load_tool_library
+from toolcanary.contract import LibraryTool, ToolLibrary
+from toolcanary.contract.tasks import LeftOutEntry, library_from_json, read_library_file
 
 DEFAULT_LIBRARY_PATH = Path(__file__).parent / "data" / "default_library.json"
+
+
+def _result_hints(raw: dict, names: set[str]) -> dict[str, dict[str, Any]]:
+    """The `x_result` of the first entry of each usable name that has one."""
+    hints: dict[str, dict[str, Any]] = {}
+    for toolsets in raw.values():
+        for entries in toolsets.values() if isinstance(toolsets, dict) else ():
+            for entry in entries if isinstance(entries, list) else ():
+                if not isinstance(entry, dict) or not isinstance(entry.get("x_result"), dict):
+                    continue
+                name = entry["function"].get("name") if isinstance(entry.get("function"), dict) else None
+                if name in names:
+                    hints.setdefault(name, entry["x_result"])
+    return hints
 
 
 class LibraryIndex:
     """A loaded library plus look-ups by tool name.
 
+    `len()` counts every usable entry, entries with the same name included: the tools sampling draws from.
+    `sha256` is that of the bytes the tools were read from.
+
     Raises:
-        ContractError: from `load_tool_library` when the file is not in TRUSTEE's format.
+        ContractError: the file is missing or not JSON, not an object of categories, or has no usable tool.
     """
 
     def __init__(self, path: str | Path = DEFAULT_LIBRARY_PATH) -> None:
         self.path = Path(path)
-        self.library: ToolLibrary = load_tool_library(self.path)
-        raw = json.loads(self.path.read_text())
-        self.result_hints: dict[str, dict[str, Any]] = {}
-        for toolsets in raw.values():
-            for entries in toolsets.values():
-                for entry in entries:
-                    if isinstance(entry, dict) and isinstance(entry.get("x_result"), dict):
-                        self.result_hints[entry["function"]["name"]] = entry["x_result"]
-        self.tools: dict[str, LibraryTool] = {t.schema_.name: t for t in self.library.all_tools()}
+        data, raw = read_library_file(self.path)  # read once: the hash, the tools and the hints of the same bytes
+        self.sha256 = hashlib.sha256(data).hexdigest()
+        del data  # 15 MB for TRUSTEE's library, not needed while the tools are built
+        self.library: ToolLibrary = library_from_json(raw, str(self.path))
+        self.tools: dict[str, LibraryTool] = {}
+        for tool in self.library.all_tools():
+            self.tools.setdefault(tool.schema_.name, tool)
+        self.result_hints = _result_hints(raw, set(self.tools))
+        self.size = len(self.library)
+        self.duplicate_names = self.library.duplicate_names()
         self.categories = sorted(c for c, ts in self.library.categories.items() if any(ts.values()))
 
     def __len__(self) -> int:
-        return len(self.tools)
+        return self.size
+
+    @property
+    def left_out(self) -> list[LeftOutEntry]:
+        return self.library.left_out
+
+    def left_out_summary(self, limit: int = 10) -> str:
+        """The first `limit` entries left out, each with where it is and why, for a log line."""
+        shown = "; ".join(str(entry) for entry in self.left_out[:limit])
+        more = len(self.left_out) - limit
+        return shown + (f"; and {more} more" if more > 0 else "")
+
+    def describe(self) -> str:
+        """A few words on what was loaded: tools, names shared by several tools, entries left out."""
+        text = f"{self.size} tools"
+        if self.duplicate_names:
+            text += (f", {len(self.duplicate_names)} names shared by several tools (all kept, each drawn on its "
+                     f"own as TRUSTEE draws it)")
+        if self.left_out:
+            text += f", {len(self.left_out)} entries left out as not usable"
+        return text
 
     def category_tools(self, category: str) -> list[LibraryTool]:
         return [t for tools in self.library.categories[category].values() for t in tools]

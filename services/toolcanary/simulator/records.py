@@ -13,7 +13,6 @@ off is refused: the service does not start on records it cannot trust. A whole l
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -34,6 +33,7 @@ from toolcanary.contract import (
     SimulatedTask,
 )
 from toolcanary.contract.append_only import ReadLines, append_text, fence_torn_tail, iter_lines, refused_line
+from toolcanary.contract.simulator_api import LEFT_OUT_LISTED
 from toolcanary.contract.trustee_checkout import checkout_commit
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
 from toolcanary.simulator.settings import SimulatorSettings
@@ -70,15 +70,16 @@ class RecordStore:
         return handle
 
     def note_library(self, settings: SimulatorSettings, index: LibraryIndex) -> None:
-        """Append which library this start draws tasks from (the audit reads it)."""
+        """Append which library this start draws tasks from, and what of it was left out (the audit reads it)."""
         path = Path(index.path).resolve()
         trustee = Path(settings.trustee_dir).resolve() if settings.mode == "trustee" else None
         record = LibraryRecord(
             contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="seconds"),
             run=settings.run, mode=settings.mode, path=str(path), packaged=path == DEFAULT_LIBRARY_PATH.resolve(),
-            sha256=hashlib.sha256(path.read_bytes()).hexdigest(), tools=len(index),
+            sha256=index.sha256, tools=len(index),
             trustee_commit=checkout_commit(trustee) if trustee else None,
-            in_checkout=str(path.relative_to(trustee)) if trustee and path.is_relative_to(trustee) else None)
+            in_checkout=str(path.relative_to(trustee)) if trustee and path.is_relative_to(trustee) else None,
+            left_out=len(index.left_out), left_out_entries=index.left_out[:LEFT_OUT_LISTED])
         append_text(self.directory / LIBRARIES_FILE, record.model_dump_json() + "\n")
 
     def append(self, record: RoleRecord) -> Path:

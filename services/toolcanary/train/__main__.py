@@ -45,7 +45,8 @@ EPILOG = """examples:
   python -m toolcanary.train wait-for-nodes --nodes 2 --gpus-per-node 4   # on the Ray head (train.sh, NNODES > 1)
 
 exit status: 0 done, 2 bad input, 3 training stopped on a fault the message names (the simulator refuses the
-token, speaks another contract version or is not ready; the circuit breaker); rerun with the same --run.
+token, speaks another contract version, plays another mode or TRUSTEE commit, or is not ready; the circuit
+breaker); rerun with the same --run.
 """
 
 

@@ -9,11 +9,12 @@ resumes from the last saved state. Step 0 (the starting policy, after the warm s
 tasks with it (toolcanary.train.held_out); a later run of the same `--run` starts from it.
 
 Faults (toolcanary.train.faults, the same rules as the GPU hooks): before anything else the simulator is
-checked (`preflight.check_simulator`: reachable, same contract version, token accepted, ready) and the run
-refuses to start otherwise; before every step it waits, at most `simulator_wait_s`, for a simulator that is
-down; a step in which the simulator refused the token stops the run before its update; the circuit breaker
-stops it after `max_aborted_steps` steps in a row with more than `max_aborted_frac` aborted. A stop saves
-the trainer state of the last finished step first, so the rerun with the same `--run` continues there.
+checked (`preflight.check_simulator`: reachable, same contract version, token accepted, same mode and TRUSTEE
+commit, ready) and the run refuses to start otherwise; before every step it waits, at most `simulator_wait_s`,
+for a simulator that is down; a step in which the simulator refused the token stops the run before its
+update; the circuit breaker stops it after `max_aborted_steps` steps in a row with more than
+`max_aborted_frac` aborted. A stop saves the trainer state of the last finished step first, so the rerun with
+the same `--run` continues there.
 
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1
     python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
@@ -47,7 +48,7 @@ from toolcanary.train.metrics import (
     drop_steps_after,
     step_row,
 )
-from toolcanary.train.preflight import check_simulator, wait_ready
+from toolcanary.train.preflight import TrainerRules, check_simulator, wait_ready
 from toolcanary.train.publisher import publish_checkpoint, remove_partial
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
@@ -109,10 +110,11 @@ def _simulator(settings: TrainSettings):
     return EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed)
 
 
-def _checked(url: str) -> str:
-    health = check_simulator(url)  # before the warm start, which talks to the simulator too
-    logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
-                health.backend, health.run)
+def _checked(url: str, settings: TrainSettings) -> str:
+    # Before the warm start, which talks to the simulator too.
+    health = check_simulator(url, rules=TrainerRules.of(settings))
+    logger.info("simulator at %s ready: contract %s, mode %s, backend %s, run %s", url, health.contract_version,
+                health.mode, health.backend, health.run)
     return url
 
 
@@ -123,7 +125,7 @@ def train_cpu(settings: TrainSettings, progress: bool = True) -> dict:
     for stale in remove_partial(checkpoints):
         logger.warning("removed a partial checkpoint left by a killed publish: %s", stale)
     with _simulator(settings) as url:
-        return _train(settings, _checked(url), checkpoints, results, progress)
+        return _train(settings, _checked(url, settings), checkpoints, results, progress)
 
 
 def starting_policy(settings: TrainSettings, held_out: int = 0, progress: bool = True) -> dict:
@@ -131,7 +133,7 @@ def starting_policy(settings: TrainSettings, held_out: int = 0, progress: bool =
     and with `held_out` > 0 write the policy's greedy answers on that many held-out tasks (HELD_OUT_FILE)."""
     torch.set_num_threads(max(1, settings.torch_threads))
     with _simulator(settings) as url:
-        policy, tokenizer, base_model = _starting_policy(settings, _checked(url), progress)
+        policy, tokenizer, base_model = _starting_policy(settings, _checked(url, settings), progress)
         summary = {"run": settings.run, "base_model": base_model, "policy": str(settings.run_state() / "reference")}
         if held_out:
             answers = asyncio.run(held_out_answers(
@@ -144,6 +146,7 @@ def starting_policy(settings: TrainSettings, held_out: int = 0, progress: bool =
 
 def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, progress: bool) -> dict:
     policy, tokenizer, base_model = _starting_policy(settings, url, progress)
+    rules = TrainerRules.of(settings)
     reference = copy.deepcopy(policy).eval().requires_grad_(False)
     optimizer = torch.optim.AdamW(policy.parameters(), lr=settings.lr, weight_decay=0.0)
     curriculum = Curriculum(level=settings.level_initial, epsilon=settings.epsilon,
@@ -198,7 +201,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
             level = curriculum.level
             before = rng.getstate(), torch.get_rng_state()
             try:
-                wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
+                wait_ready(url, settings.simulator_wait_s, before=f"step {step}", rules=rules)
                 specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
                                    rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
                                    task_pool=settings.task_pool, seed=settings.seed)

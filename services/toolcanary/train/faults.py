@@ -6,8 +6,8 @@ Faults come in three kinds, told apart by what a retry could do:
 - **transient** (5xx, timeouts, a simulator that is down for a moment): the client retries with backoff,
   then aborts the episode with cause `upstream` or `timeout`; before each step the trainer waits (bounded)
   for the simulator to be ready again (`preflight.wait_ready`);
-- **what no retry can fix** (a refused token, another contract version; every episode aborting for K steps):
-  the run stops with `TrainingStopped`, saying why and how to resume, and leaves a resumable state.
+- **what no retry can fix** (a refused token, another contract version or mode; every episode aborting for K
+  steps): the run stops with `TrainingStopped`, saying why and how to resume, and leaves a resumable state.
 
 `CircuitBreaker` is the last one: when the aborted share of a step's episodes passes `max_aborted_frac` for
 `max_aborted_steps` steps in a row, it names the dominant abort causes and their counts.

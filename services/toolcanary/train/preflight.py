@@ -1,35 +1,45 @@
 """The trainer's check of the simulator, before step 1 and before every step after it; both trainers use it.
 
-One request, `GET <simulator>/v1/ready` with the trainer's bearer token, answers four questions: is the
+One request, `GET <simulator>/v1/ready` with the trainer's bearer token, answers five questions: is the
 simulator reachable, does it speak this contract version, does it accept the token (the route sits behind
-it), and can it answer role calls now (its backend's upstreams answer and its record folder is writable).
+it), does it play the trainer's mode (and, in mode trustee, the trainer's TRUSTEE commit), and can it answer
+role calls now (its backend's upstreams answer and its record folder is writable).
 
 - `check_simulator` (before step 1) stops the run with `SimulatorNotReady` on any failure, naming what was
   found and what to do: a trainer must not start a 44-hour run against a simulator that cannot serve it.
 - `wait_ready` (before each later step) stops at once on what no retry can fix (a refused token, another
-  contract version, a URL that is not a simulator), and waits with backoff, up to `wait_s`, for a simulator
-  that is down or not ready (a restart, an upstream reloading), so that no step is spent on a dead one.
+  contract version or mode, a URL that is not a simulator), and waits with backoff, up to `wait_s`, for a
+  simulator that is down or not ready (a restart, an upstream reloading), so that no step is spent on a dead one.
 
-    health = check_simulator("http://127.0.0.1:8300")
-    wait_ready("http://127.0.0.1:8300", wait_s=1200)
+    rules = TrainerRules.of(settings)       # the trainer's mode and, in mode trustee, its checkout's commit
+    health = check_simulator("http://127.0.0.1:8300", rules=rules)
+    wait_ready("http://127.0.0.1:8300", wait_s=1200, rules=rules)
 
 The token is read from `TOOLCANARY_SIMULATOR_TOKEN`, as the simulator and the agent loop read it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import ValidationError
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.simulator_api import ErrorBody, Health
+from toolcanary.contract.trustee_checkout import PINNED_COMMIT, checkout_commit
 from toolcanary.train.faults import TrainingStopped
 from toolcanary.train.simulator_client import TOKEN_ENV
+
+if TYPE_CHECKING:
+    from toolcanary.train.settings import TrainSettings
 
 logger = logging.getLogger(__name__)
 READY_PATH = "/v1/ready"
@@ -43,6 +53,22 @@ class SimulatorNotReady(TrainingStopped):
         super().__init__(reason, fix)
 
 
+@dataclass(frozen=True)
+class TrainerRules:
+    """Whose rules the trainer plays, which the simulator must play too: the mode and, in mode trustee, the
+    commit of the trainer's TRUSTEE checkout (None where the trainer cannot read it: then only the mode is
+    checked, and the simulator's own check of its checkout's commit stands)."""
+
+    mode: str
+    trustee_commit: str | None = None
+
+    @classmethod
+    def of(cls, settings: TrainSettings) -> TrainerRules:
+        trustee_dir = settings.trustee_dir if settings.mode == "trustee" else None
+        commit = checkout_commit(Path(trustee_dir).expanduser().resolve()) if trustee_dir else None
+        return cls(settings.mode, commit)
+
+
 def _error_of(answer: httpx.Response) -> str:
     try:
         return ErrorBody.model_validate_json(answer.text).error
@@ -50,8 +76,24 @@ def _error_of(answer: httpx.Response) -> str:
         return answer.text[:300]
 
 
-def check_simulator(url: str, timeout_s: float = 10.0, token: str | None = None) -> Health:
-    """The simulator's readiness, or `SimulatorNotReady` saying what is wrong and what to do."""
+def _stated_version(text: str) -> str | None:
+    """The contract version a health answer states, read without validating the rest: a simulator of another
+    version answers another Health shape, and its version is what decides the fix."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    version = body.get("contract_version") if isinstance(body, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def check_simulator(url: str, timeout_s: float = 10.0, token: str | None = None,
+                    rules: TrainerRules | None = None) -> Health:
+    """The simulator's readiness, or `SimulatorNotReady` saying what is wrong and what to do.
+
+    With `rules`, a simulator that plays another mode, or (both in mode trustee) another TRUSTEE commit than
+    the trainer's checkout, is refused as well; without, its mode is not checked.
+    """
     token = os.environ.get(TOKEN_ENV) if token is None else token
     base = url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -80,14 +122,41 @@ def check_simulator(url: str, timeout_s: float = 10.0, token: str | None = None)
     if answer.status_code != 200:
         raise SimulatorNotReady(f"{where} answered {READY_PATH} with HTTP {answer.status_code}: {_error_of(answer)}",
                                 "See the simulator's log", fatal=False)
+    theirs = _stated_version(answer.text)
+    if theirs is not None and theirs != CONTRACT_VERSION:
+        raise _version_mismatch(base, theirs)
     try:
         health = Health.model_validate_json(answer.text)
     except ValidationError as err:
         raise SimulatorNotReady(f"{where} answered {READY_PATH} with something that is not a Health: "
                                 f"{str(err)[:200]}", "Point the trainer at a ToolCanary simulator", fatal=True) from None
-    if health.contract_version != CONTRACT_VERSION:
-        raise _version_mismatch(base, health.contract_version)
+    if rules is not None:
+        _check_rules(base, health, rules)
     return health
+
+
+def _check_rules(base: str, health: Health, rules: TrainerRules) -> None:
+    """Refuse a simulator that plays other rules than the trainer: the policy would be trained against the
+    wrong prompts and tool library, and nothing downstream would notice."""
+    if health.mode != rules.mode:
+        plays = {"trustee": "TRUSTEE's prompts and ToolBench library", "toolcanary": "the project's own prompts "
+                 "and tool library"}
+        start = ("python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir <TRUSTEE checkout>"
+                 if rules.mode == "trustee" else "python -m toolcanary.simulator serve --mode toolcanary")
+        raise SimulatorNotReady(
+            f"the simulator at {base} plays mode {health.mode} ({plays.get(health.mode, 'unknown rules')}), but "
+            f"this trainer runs mode {rules.mode} and needs a simulator of the same mode",
+            f"Start the simulator in mode {rules.mode} ({start}, or TOOLCANARY_SIMULATOR_MODE={rules.mode}; in the "
+            f"Compose stack STACK_MODE={rules.mode} in .env sets both), or give the trainer --mode {health.mode} "
+            "(TOOLCANARY_TRAIN_MODE) to train against this one", fatal=True)
+    if rules.mode == "trustee" and rules.trustee_commit is not None and health.trustee_commit != rules.trustee_commit:
+        raise SimulatorNotReady(
+            f"the simulator at {base} plays TRUSTEE at commit {health.trustee_commit or '(none stated)'}, this "
+            f"trainer's checkout is at {rules.trustee_commit}: the policy's system prompts and the roles' prompts "
+            "would come from different TRUSTEE versions",
+            f"Point both at one checkout at commit {PINNED_COMMIT} (the simulator's --trustee-dir or "
+            "TOOLCANARY_SIMULATOR_TRUSTEE_DIR, the trainer's TOOLCANARY_TRAIN_TRUSTEE_DIR; TRUSTEE_DIR in .env for "
+            "the stack) and restart the one that differs", fatal=True)
 
 
 def _version_mismatch(base: str, theirs: str) -> SimulatorNotReady:
@@ -101,8 +170,8 @@ def _not_this_contract(base: str, timeout_s: float) -> SimulatorNotReady:
     """A 404 on /v1/ready: an older simulator (no such route) or no simulator at all; /health tells which."""
     try:
         answer = httpx.get(f"{base}/health", timeout=timeout_s)
-        theirs = Health.model_validate_json(answer.text).contract_version if answer.status_code == 200 else None
-    except (httpx.HTTPError, ValidationError):
+        theirs = _stated_version(answer.text) if answer.status_code == 200 else None
+    except httpx.HTTPError:
         theirs = None
     if theirs is not None and theirs != CONTRACT_VERSION:
         return _version_mismatch(base, theirs)
@@ -112,8 +181,9 @@ def _not_this_contract(base: str, timeout_s: float) -> SimulatorNotReady:
 
 
 def wait_ready(url: str, wait_s: float, *, before: str = "the next step", poll_s: float = 0.5,
-               timeout_s: float = 10.0) -> Health:
-    """Wait (with backoff, at most `wait_s` seconds) until the simulator is ready; stop at once on a fatal fault.
+               timeout_s: float = 10.0, rules: TrainerRules | None = None) -> Health:
+    """Wait (with backoff, at most `wait_s` seconds) until the simulator is ready; stop at once on a fatal fault
+    (a simulator restarted in another mode is one: `rules` as for `check_simulator`).
 
     Raises:
         SimulatorNotReady: fatal at once; not ready after `wait_s`, naming the last problem.
@@ -122,7 +192,7 @@ def wait_ready(url: str, wait_s: float, *, before: str = "the next step", poll_s
     delay, waited_since = poll_s, None
     while True:
         try:
-            health = check_simulator(url, timeout_s=timeout_s)
+            health = check_simulator(url, timeout_s=timeout_s, rules=rules)
         except SimulatorNotReady as err:
             if err.fatal:
                 raise

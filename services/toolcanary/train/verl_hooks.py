@@ -15,13 +15,13 @@ Both read the run id and volume roots from the environment (`TOOLCANARY_TRAIN_RU
 
 Faults, with the CPU run's code (toolcanary.train.faults, toolcanary.train.preflight): before the first
 dispatch of a trainer process the simulator must pass the pre-flight check (reachable, same contract version,
-token accepted, ready), else the run refuses to start; before every later dispatch the manager waits (up to
-`TOOLCANARY_TRAIN_SIMULATOR_WAIT_S`) for a simulator that is down. Every closed step feeds the circuit breaker
-and the check for refused tokens; a stop found while closing steps is raised before the next dispatch, or at
-a save after its checkpoint is published (so the saved step is announced), and stops the trainer with its
-message. verl's checkpoints and curriculum.json stay as they were: a restart resumes from the last save and
-redoes the steps after it, as after any other restart. The breaker's count lives in the trainer process, so a
-restart after a fix starts it afresh.
+token accepted, the trainer's mode and TRUSTEE commit, ready), else the run refuses to start; before every
+later dispatch the manager waits (up to `TOOLCANARY_TRAIN_SIMULATOR_WAIT_S`) for a simulator that is down. Every
+closed step feeds the circuit breaker and the check for refused tokens; a stop found while closing steps is
+raised before the next dispatch, or at a save after its checkpoint is published (so the saved step is
+announced), and stops the trainer with its message. verl's checkpoints and curriculum.json stay as they were:
+a restart resumes from the last save and redoes the steps after it, as after any other restart. The breaker's
+count lives in the trainer process, so a restart after a fix starts it afresh.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import EpisodeSpec
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
 from toolcanary.train.metrics import append_metrics_row, drop_steps_after, read_episodes, step_row
-from toolcanary.train.preflight import check_simulator, wait_ready
+from toolcanary.train.preflight import TrainerRules, check_simulator, wait_ready
 from toolcanary.train.publisher import publish_folder
 from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
@@ -188,14 +188,16 @@ def raise_if_stopped(settings: TrainSettings) -> None:
 def check_before_dispatch(settings: TrainSettings, step: int) -> None:
     """The simulator check before a dispatch: strict before this process's first, a bounded wait after."""
     url = settings.simulator_url or DEFAULT_SIMULATOR_URL
+    # The agent loop plays this mode too: check-recipe refuses an agent-loop mode other than TOOLCANARY_TRAIN_MODE.
+    rules = TrainerRules.of(settings)
     key = _key(settings)
     if key not in _CHECKED:
-        health = check_simulator(url)
-        logger.info("simulator at %s ready: contract %s, backend %s, run %s", url, health.contract_version,
-                    health.backend, health.run)
+        health = check_simulator(url, rules=rules)
+        logger.info("simulator at %s ready: contract %s, mode %s, backend %s, run %s", url, health.contract_version,
+                    health.mode, health.backend, health.run)
         _CHECKED.add(key)
     else:
-        wait_ready(url, settings.simulator_wait_s, before=f"step {step}")
+        wait_ready(url, settings.simulator_wait_s, before=f"step {step}", rules=rules)
 
 
 def prepare_dispatch(settings: TrainSettings, step: int) -> tuple[Curriculum, str]:
