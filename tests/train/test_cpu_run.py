@@ -26,7 +26,10 @@ SMALL = ["--tasks-per-step", "2", "--rollouts-per-task", "2", "--warm-start-task
 
 
 def _train(tmp_path, *args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TOOLCANARY_CHECKPOINTS_DIR": str(tmp_path / "checkpoints"),
+    # The CPU run plays the project's rules unless a test says otherwise: the recipe's fixtures export train.sh's
+    # trustee environment, which must not reach a trainer whose simulator plays toolcanary.
+    inherited = {k: v for k, v in os.environ.items() if k not in ("TOOLCANARY_TRAIN_MODE", "TOOLCANARY_TRAIN_TRUSTEE_DIR")}
+    env = {**inherited, "TOOLCANARY_CHECKPOINTS_DIR": str(tmp_path / "checkpoints"),
            "TOOLCANARY_RESULTS_DIR": str(tmp_path / "results"), "TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"),
            **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "toolcanary.train", *args], env=env, capture_output=True,

@@ -42,6 +42,9 @@ def gpu_env(tmp_path, monkeypatch):
         monkeypatch.setenv(key, str(tmp_path / value))
     monkeypatch.setenv("TOOLCANARY_TRAIN_RUN", f"g-{tmp_path.name}")  # a fresh breaker per test
     monkeypatch.setenv("TOOLCANARY_TRAIN_SIMULATOR_WAIT_S", "2")
+    # The mode the stub simulator plays unless a test says otherwise (the recipe's fixtures export trustee's).
+    monkeypatch.setenv("TOOLCANARY_TRAIN_MODE", "toolcanary")
+    monkeypatch.delenv("TOOLCANARY_TRAIN_TRUSTEE_DIR", raising=False)
     # The session's embedded simulator puts its token in this process's environment while it runs; a worker
     # here starts without one unless a test gives it one.
     monkeypatch.delenv("TOOLCANARY_SIMULATOR_TOKEN", raising=False)
