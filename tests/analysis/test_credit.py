@@ -95,8 +95,10 @@ def test_the_findings_split_the_change_into_the_credit_and_the_rest(item_run, ca
     assert main(["--data", str(folder), "--table"]) == 0
     prose = capsys.readouterr().out
     assert (f"Abstention required: {change_with:+.2f} pp as BFCL scores it, {change_without:+.2f} pp without its "
-            f"credit for unparsed call markup; the credit explains {change_with - change_without:+.2f} pp "
-            f"({100 * (change_with - change_without) / change_with:.1f}% of the change).") in prose
+            f"credit for unparsed call markup; the credit hides {change_with - change_without:.2f} pp of it (the "
+            f"change without the credit is {100 * (change_without / change_with - 1):.1f}% larger).") in prose
+    # The planted credit masks part of a loss: BFCL's change and the credit's part have opposite signs.
+    assert change_with < 0 < change_with - change_without
 
 
 def test_a_csv_from_before_the_column_reads_not_measured(item_run, capsys):
@@ -133,3 +135,21 @@ def test_a_category_outside_abstention_without_the_count_does_not_matter(item_ru
         return (outcome, answer if category in ABSTENTION else None)
 
     assert ROW in table(capsys, item_run(unclassified_tool_calls, PASSES, size=SIZE))
+
+
+def test_a_gain_that_is_all_credit_is_explained_in_full(item_run, capsys):
+    """From step 100 abstention items 1 and 2 (of 12 per category) decline with a call the server did not parse:
+    BFCL's abstention rises by 2/12 = 16.67 pp, all of it credit."""
+    def credited(step, pass_index, category, item):
+        number = int(item.rsplit("_", 1)[1])
+        if category not in ABSTENTION:
+            return ("correct" if number % 2 else "wrong", "calls")
+        if number in (1, 2):
+            return ("correct", "unparsed_call") if step >= 100 else ("irrelevance_error", "calls")
+        return ("correct", "text") if number % 3 else ("irrelevance_error", "calls")
+
+    folder = item_run(credited, PASSES, size=SIZE)
+    assert main(["--data", str(folder), "--table"]) == 0
+    gain = 100 * 2 / 12
+    assert (f"Abstention required: {gain:+.2f} pp as BFCL scores it, +0.00 pp without its credit for unparsed call "
+            f"markup; the credit explains {gain:+.2f} pp (100.0% of BFCL's change).") in capsys.readouterr().out

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from toolcanary.analysis.data import BfclRun, StepSeries, finite_or_none, fmt
+from toolcanary.analysis.data import BfclRun, StepSeries, finite_or_none
 from toolcanary.contract.bfcl import ABSTENTION
 from toolcanary.contract.csv_schemas import CORRECT_UNPARSED
 
@@ -92,9 +92,13 @@ def credit_prose(found: dict[str, Any]) -> str:
     if not found["measured"]:
         return (f"{WITH_CREDIT_ROW}: {change:+.2f} pp as BFCL scores it; without BFCL's credit for unparsed call "
                 f"markup: not measured ({found['not_measured']}).")
-    share = found["explained_share"]
-    # + 0.0 turns a -0.0 (no credit against a decline) into 0.0
-    share_text = "n/a: no change to explain" if share is None else f"{fmt(100 * share + 0.0, '.1f')}% of the change"
-    return (f"{WITH_CREDIT_ROW}: {change:+.2f} pp as BFCL scores it, {found['without_credit']['delta_pp']:+.2f} pp "
-            f"without its credit for unparsed call markup; the credit explains {found['explained_pp']:+.2f} pp "
-            f"({share_text}).")
+    share, explained = found["explained_share"], found["explained_pp"]
+    head = (f"{WITH_CREDIT_ROW}: {change:+.2f} pp as BFCL scores it, {found['without_credit']['delta_pp']:+.2f} pp "
+            "without its credit for unparsed call markup")
+    if share is None:
+        return head + f"; the credit moves it by {explained:+.2f} pp (no BFCL change to compare with)."
+    if share >= 0:
+        return head + f"; the credit explains {explained:+.2f} pp ({100 * share:.1f}% of BFCL's change)."
+    # Opposite signs: the credit hides part of a larger change, which is |share| larger without it.
+    return head + (f"; the credit hides {abs(explained):.2f} pp of it (the change without the credit is "
+                   f"{100 * -share:.1f}% larger).")
