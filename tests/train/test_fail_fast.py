@@ -102,12 +102,7 @@ def test_drill_the_trainer_refuses_to_start_on_a_wrong_token_another_contract_or
     cases.append(("upstream down", down, ["is not ready", "upstream not healthy", "Connect"]))
     refused = 0
     for name, result, phrases in cases:
-        assert result.returncode == 3, f"{name}: exit {result.returncode}\n{result.stderr[-2000:]}"
-        message = result.stderr.strip().splitlines()[-1]
-        assert message.startswith("error: training stopped: "), f"{name}: {message}"
-        for phrase in phrases:
-            assert phrase in message, f"{name}: {phrase!r} not in {message!r}"
-        assert "Traceback" not in result.stderr, f"{name}: a traceback instead of a message"
+        assert_refused_to_start(name, result, phrases)
         refused += 1
     for case in ("token", "no-token", "version", "upstream"):
         assert not (tmp_path / case / "results" / "drill" / "train_metrics.csv").exists()
@@ -115,6 +110,15 @@ def test_drill_the_trainer_refuses_to_start_on_a_wrong_token_another_contract_or
     drill("pre-flight", faults_injected=len(cases), refused_to_start=f"{refused} (exit 3 each: "
           f"{', '.join(n for n, _, _ in cases)})", steps_trained=0, checkpoints_published=0)
 
+
+def assert_refused_to_start(name: str, result, phrases: list[str]) -> None:
+    """Exit 3 with one `error: training stopped:` line holding every phrase, and no traceback."""
+    assert result.returncode == 3, f"{name}: exit {result.returncode}\n{result.stderr[-2000:]}"
+    message = result.stderr.strip().splitlines()[-1]
+    assert message.startswith("error: training stopped: "), f"{name}: {message}"
+    for phrase in phrases:
+        assert phrase in message, f"{name}: {phrase!r} not in {message!r}"
+    assert "Traceback" not in result.stderr, f"{name}: a traceback instead of a message"
 
 def test_drill_the_trainer_refuses_a_simulator_of_the_other_mode(tmp_path, trustee_checkout, drill):
     trustee = ["--mode", "trustee", "--trustee-dir", str(trustee_checkout)]
@@ -130,12 +134,7 @@ def test_drill_the_trainer_refuses_a_simulator_of_the_other_mode(tmp_path, trust
                   ["plays mode trustee (TRUSTEE's prompts and ToolBench library)", "this trainer runs mode toolcanary",
                    "serve --mode toolcanary", "STACK_MODE=toolcanary", "--mode trustee (TOOLCANARY_TRAIN_MODE)"]))
     for name, root, result, phrases in cases:
-        assert result.returncode == 3, f"{name}: exit {result.returncode}\n{result.stderr[-2000:]}"
-        message = result.stderr.strip().splitlines()[-1]
-        assert message.startswith("error: training stopped: "), f"{name}: {message}"
-        for phrase in phrases:
-            assert phrase in message, f"{name}: {phrase!r} not in {message!r}"
-        assert "Traceback" not in result.stderr, f"{name}: a traceback instead of a message"
+        assert_refused_to_start(name, result, phrases)
         assert not (tmp_path / root / "checkpoints" / "drill").exists()  # not even step 0
     drill("pre-flight (mode)", faults_injected=len(cases), refused_to_start=f"{len(cases)} (exit 3 each)",
           checkpoints_published=0)
