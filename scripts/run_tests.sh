@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Run each suite under tests/ inside the environment of the image it belongs to, then print one total.
+# Two lanes: the suites that mostly wait on the network and the disk (the container images' build,
+# tests/containers/prepare.py, then the stack suite's dependency resolutions and environment builds) run in
+# the background from the start, their output shown when they end; the rest run one after the other. The
+# containers suite runs last and builds its images from the layer cache the early build left.
 # Usage: scripts/run_tests.sh [suite ...]   (default: every suite present; extra pytest args via PYTEST_ARGS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +14,49 @@ suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 status=0
 ran=()
+
+wanted() { [[ " $suites " == *" $1 "* && -d "tests/$1" ]]; }
+
+run_suite() {  # suite -> its pytest's exit status
+  local env="${ENV_OF[$1]:?no environment mapped for tests/$1}"
+  echo "=== tests/$1 in .venvs/$env"
+  ".venvs/$env/bin/python" -m pytest "tests/$1" -q ${PYTEST_ARGS:-} --junitxml="$reports/$1.xml"
+}
+
+background=
+if wanted containers || wanted stack; then
+  (
+    if wanted containers; then
+      .venvs/dev/bin/python tests/containers/prepare.py > "$reports/containers-prepare.log" 2>&1
+    fi
+    if wanted stack; then
+      run_suite stack > "$reports/stack.log" 2>&1 && touch "$reports/stack.passed"
+    fi
+  ) &
+  background=$!
+  trap 'pkill -TERM -P "$background" 2>/dev/null; kill "$background" 2>/dev/null' EXIT
+fi
+finish_background() {
+  [ -n "$background" ] || return 0
+  wait "$background"
+  background=
+  if wanted stack; then
+    cat "$reports/stack.log"
+    ran+=(stack)
+    [ -e "$reports/stack.passed" ] || status=1
+  fi
+  if wanted containers; then
+    echo "early image build: $(tail -n 1 "$reports/containers-prepare.log")"
+  fi
+}
+
 for suite in $suites; do
   [ -d "tests/$suite" ] || continue
+  [ "$suite" = stack ] && continue  # in the background lane
+  [ "$suite" = containers ] && finish_background
   ran+=("$suite")
-  env="${ENV_OF[$suite]:?no environment mapped for tests/$suite}"
-  echo "=== tests/$suite in .venvs/$env"
-  ".venvs/$env/bin/python" -m pytest "tests/$suite" -q ${PYTEST_ARGS:-} --junitxml="$reports/$suite.xml" || status=1
+  run_suite "$suite" || status=1
 done
+finish_background
 python3 scripts/sum_junit.py "$reports" "${ran[@]}" || status=1
 exit $status

@@ -52,6 +52,58 @@ def get_verifier_simulation_prompt(interaction_history, user_query, tools, expec
 ''',
 }
 
+# A stand-in of TRUSTEE's tool parser (its copy of verl's), with TRUSTEE's module path, class and method names
+# and behaviour as read at the pinned commit: a decode with special tokens kept; no call unless both tags occur
+# somewhere in the text; every non-greedy <tool_call>...</tool_call> block whose JSON has "name" and "arguments"
+# is a call (the arguments re-encoded as JSON text, any JSON value), any other block is dropped silently.
+TOOL_PARSER = '''
+import json
+import re
+
+from pydantic import BaseModel
+from verl.utils.ray_utils import get_event_loop
+
+
+class FunctionCall(BaseModel):
+    arguments: str
+    name: str
+
+
+class ToolParser:
+    _registry = {}
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def register(cls, name):
+        def decorator(subclass):
+            cls._registry[name] = subclass
+            return subclass
+        return decorator
+
+
+@ToolParser.register("hermes")
+class HermesToolParser(ToolParser):
+    tool_call_start_token = "<tool_call>"
+    tool_call_end_token = "</tool_call>"
+    block = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+    async def extract_tool_calls(self, responses_ids):
+        text = await get_event_loop().run_in_executor(None, self.tokenizer.decode, responses_ids)
+        if self.tool_call_start_token not in text or self.tool_call_end_token not in text:
+            return text, []
+        calls = []
+        for body in self.block.findall(text):
+            try:
+                value = json.loads(body)
+                calls.append(FunctionCall(name=value["name"], arguments=json.dumps(value["arguments"],
+                                                                                 ensure_ascii=False)))
+            except Exception:
+                pass
+        return self.block.sub("", text), calls
+'''
+
 
 def _toolbench_tool(name: str, properties: dict, required: list[str]) -> dict:
     return {"type": "function", "function": {"name": name, "description": f"{name} of the test API.",
@@ -71,12 +123,17 @@ TOOLBENCH_LIBRARY = {"Communication": {"Test Mail API": [
 
 
 def write_trustee_checkout(root: Path, commit: str = PINNED, skip: str | None = None) -> Path:
-    """A folder shaped like a TRUSTEE checkout: .git at `commit`, the five templates, a tiny ToolBench library."""
+    """A folder shaped like a TRUSTEE checkout: .git at `commit`, the five templates, the tool parser, a tiny
+    ToolBench library."""
     templates = root / "verl/recipe/trustee/utils/templates"
     templates.mkdir(parents=True, exist_ok=True)
     for name, text in TEMPLATES.items():
         if name != skip:
             (templates / name).write_text(text.lstrip())
+    if skip != "tool_parser.py":
+        parser = root / "verl/verl/experimental/agent_loop/tool_parser.py"
+        parser.parent.mkdir(parents=True, exist_ok=True)
+        parser.write_text(TOOL_PARSER.lstrip())
     data = root / "verl/recipe/trustee/data"
     data.mkdir(parents=True, exist_ok=True)
     if skip != "toolbench_tools.json":

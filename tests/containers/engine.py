@@ -18,7 +18,10 @@ CPU torch wheel the CPU images need.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import http.server
 import os
 import re
 import shutil
@@ -28,6 +31,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,3 +226,33 @@ def cpu_torch_wheelhouse() -> Path | None:
     done = run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(folder), CPU_TORCH],
                check=False, timeout=600)
     return folder if done.returncode == 0 and list(folder.glob("torch-*.whl")) else None
+
+
+WHEELS_PORT = 18765
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per pip request would bury the test's own output
+        pass
+
+
+@contextlib.contextmanager
+def serve_wheels():
+    """The URL of `cpu_torch_wheelhouse()` served on 127.0.0.1 (the image builds use the host network), or
+    None when there is no wheelhouse."""
+    folder = cpu_torch_wheelhouse()
+    if folder is None:
+        yield None
+        return
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    # The URL is a build argument of the install layers: a fixed port keeps their cache between runs.
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", WHEELS_PORT), handler)
+    except OSError:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()

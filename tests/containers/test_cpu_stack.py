@@ -21,13 +21,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import checkout_copy
 from engine import ROOT, WORK, EngineError
+from project import BUILT, Project, build_images, checkout_copy, configure, image_lines, wait_for
 
 from toolcanary.contract import OFFLINE_CATEGORIES
 from toolcanary.contract.loopback import free_port
@@ -39,67 +38,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 RUN = "ctest"
 PROJECT = "toolcanary-ctest"
 STEPS, SAVE_EVERY = 4, 2
-BUILT = ("simulator", "trainer", "eval", "analysis")  # serve shares the simulator's image
 
 
-class Stack:
-    """The project copy, and make / docker compose run there with the engine's environment."""
-
-    def __init__(self, root: Path, engine, user: tuple[int, int]) -> None:
-        self.root, self.engine, self.user = root, engine, user
-        self.timings: dict[str, float] = {}
-        self.outputs: dict[str, subprocess.CompletedProcess] = {}
-
-    def _run(self, label: str, command: list[str], timeout: float, check: bool = True) -> subprocess.CompletedProcess:
-        started = time.monotonic()
-        done = subprocess.run(command, cwd=self.root, env=self.engine.env, capture_output=True, text=True,
-                              timeout=timeout)
-        self.timings[label] = round(time.monotonic() - started, 1)
-        self.outputs[label] = done
-        with (WORK / "last-run.log").open("a") as log:  # read it while the scenario runs: pytest holds stdout
-            log.write(f"{time.strftime('%H:%M:%S')} {label}: exit {done.returncode} after {self.timings[label]} s\n")
-        if check and done.returncode != 0:
-            logs = subprocess.run(["docker", "compose", "--profile", "train", "--profile", "eval", "logs", "--tail", "40"],
-                                  cwd=self.root, env=self.engine.env, capture_output=True, text=True, timeout=120)
-            raise EngineError(f"`{' '.join(command)}` exited {done.returncode} after {self.timings[label]} s:\n"
-                              f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}\nthe services' last lines:\n"
-                              f"{logs.stdout[-6000:]}")
-        return done
-
-    def make(self, label: str, *args: str, timeout: float = 1800, check: bool = True):
-        uid, gid = self.user
-        return self._run(label, ["make", "--no-print-directory", *args, f"TOOLCANARY_UID={uid}",
-                                 f"TOOLCANARY_GID={gid}"], timeout, check)
-
-    def compose(self, label: str, *args: str, timeout: float = 1800, check: bool = True):
-        return self._run(label, ["docker", "compose", *args], timeout, check)
-
-    def container(self, service: str) -> dict:
-        ids = self.engine.docker("ps", "-aq", "--filter", f"label=com.docker.compose.project={PROJECT}",
-                                 "--filter", f"label=com.docker.compose.service={service}").stdout.split()
-        assert ids, f"no {service} container"
-        return json.loads(self.engine.docker("inspect", ids[0]).stdout)[0]
-
-    @property
-    def results(self) -> Path:
-        return self.root / "volumes" / "results" / RUN
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "volumes" / "checkpoints" / RUN
-
-
-def wait_for(what: str, condition, timeout: float, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise EngineError(f"{what}: not within {timeout:.0f} s")
-
-
-def metric_rows(stack: Stack) -> list[dict]:
+def metric_rows(stack: Project) -> list[dict]:
     path = stack.results / "train_metrics.csv"
     if not path.exists():
         return []
@@ -123,43 +64,19 @@ def listening_addresses() -> list[str]:
 def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
     """The whole scenario, run once; the tests below read what it left."""
     (WORK / "last-run.log").unlink(missing_ok=True)
-    root = checkout_copy(tmp_path_factory.mktemp("project"))
-    stack = Stack(root, engine, stack_user)
-    uid, gid = stack_user
-    subprocess.run(["python3", "scripts/write_env.py", "--uid", str(uid), "--gid", str(gid)], cwd=root, check=True,
-                   capture_output=True)
+    stack = Project(checkout_copy(tmp_path_factory.mktemp("project")), engine, stack_user, PROJECT)
     stack.ports = {"simulator": free_port(), "serve": free_port()}
-    lines = {
-        "COMPOSE_FILE": "compose.yaml:compose.cpu.yaml", "COMPOSE_PROJECT_NAME": PROJECT, "RUN": RUN,
-        "PYTHON_BASE_IMAGE": base_image, "SIMULATOR_PORT": stack.ports["simulator"],
+    stack.results, stack.checkpoints = (stack.root / "volumes" / kind / RUN for kind in ("results", "checkpoints"))
+    configure(stack, {
+        **image_lines(base_image, wheels_url), "RUN": RUN, "SIMULATOR_PORT": stack.ports["simulator"],
         "SERVE_PORT": stack.ports["serve"], "TOOLCANARY_EVALUATE_BASE_URL": f"http://127.0.0.1:{stack.ports['serve']}/v1",
         "TOOLCANARY_TRAIN_STEPS": STEPS, "TOOLCANARY_TRAIN_SAVE_EVERY": SAVE_EVERY, "TOOLCANARY_SIMULATOR_SEED": 7,
         "TOOLCANARY_EVALUATE_SAMPLE": 1, "TOOLCANARY_EVALUATE_REPEAT_STEPS": 0, "TOOLCANARY_EVALUATE_REPEAT_PASSES": 2,
         "TOOLCANARY_EVALUATE_THREADS": 4, "TOOLCANARY_EVALUATE_HEALTH_TIMEOUT_S": 900,
-    }
-    # The copy is a tree without git: the images get the commit of the tree it was copied from, as .env allows.
-    commit = subprocess.run(["scripts/git_commit.sh"], cwd=ROOT, capture_output=True, text=True, check=True)
-    lines["TOOLCANARY_COMMIT"] = commit.stdout.strip()
-    if wheels_url:  # torch's CPU build from the local wheelhouse, and no index this machine cannot reach
-        lines |= {"TOOLCANARY_FIND_LINKS": wheels_url, "CPU_TORCH_INDEX": ""}
-    env_file = root / ".env"
-    text = env_file.read_text()
-    for name, value in lines.items():
-        text, count = re.subn(rf"^#?\s*{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
-        if not count:
-            text += f"{name}={value}\n"
-    env_file.write_text(text)
-    # The folders the training profile mounts (what `make up` creates as its invoker), made first so that the
-    # stack's user owns them too: as root, the test's `make up` would otherwise create them as root.
-    subprocess.run(["python3", "scripts/write_env.py", "--check", "--make-dirs"], cwd=root, check=True,
-                   capture_output=True, env={k: v for k, v in os.environ.items() if k not in ("RUN", "MODEL_CACHE")})
-    # The stack's user owns the project's volumes, as the user who cloned it would.
-    for path in [root / "volumes", *(root / "volumes").rglob("*")]:
-        os.chown(path, uid, gid)
+    })
     stack.started = time.monotonic()
     try:
-        for service in BUILT:
-            stack.compose(f"build {service}", "build", service, timeout=1800)
+        build_images(stack)
         stack.make("make build", "build")
         stack.make("make up", "up", timeout=900)
         drill(stack)
@@ -171,7 +88,7 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         # The host-side client runs from this checkout's environments (make test has built them; the copy's
         # recipes are the same): VENV points make at them, `-o setup` keeps make from building a second set
         # in the copy, and the volume roots, which default to this checkout's, are pointed at the copy's.
-        volumes = {f"TOOLCANARY_{n.upper()}_DIR={root / 'volumes' / n}" for n in ("checkpoints", "results", "runs")}
+        volumes = {f"TOOLCANARY_{n.upper()}_DIR={stack.root / 'volumes' / n}" for n in ("checkpoints", "results", "runs")}
         stack.make("make eval-all", "-o", "setup", f"VENV={ROOT / '.venvs'}", "eval-all", f"RUN={RUN}",
                    *sorted(volumes), timeout=1500)
         stack.compose("analysis --table", "run", "--rm", "analysis", "make_figures", "--table", timeout=600)
@@ -185,16 +102,16 @@ def stack(tmp_path_factory, engine, base_image, wheels_url, stack_user):
         print(f"\ncontainer timings (s): {json.dumps({**engine.timings, **stack.timings})}")
 
 
-def exited(stack: Stack, service: str) -> dict | None:
+def exited(stack: Project, service: str) -> dict | None:
     state = stack.container(service)["State"]
     return state if state["Status"] == "exited" else None
 
 
-def simulator_records_size(stack: Stack) -> int:
+def simulator_records_size(stack: Project) -> int:
     return sum(path.stat().st_size for path in (stack.root / "volumes" / "runs" / RUN / "simulator").glob("*.jsonl"))
 
 
-def drill(stack: Stack) -> None:
+def drill(stack: Project) -> None:
     """Kill the simulator's process while a step's role calls are in flight: a crash, not `docker stop`.
 
     A step of the tiny policy spends about a second in its rollouts, after its predecessor's row, save and

@@ -26,17 +26,13 @@ Run: .venvs/dev/bin/python -m pytest tests/containers/test_multinode.py -q -s
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import socket
-import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from conftest import checkout_copy
-from engine import ROOT, EngineError
+from project import Project, build_images, checkout_copy, configure, image_lines, wait_for
 
 from toolcanary.contract.loopback import free_port
 
@@ -58,64 +54,6 @@ def ray_port() -> int:
     return port
 
 
-class Project:
-    """The project copy, and docker / docker compose / make run there with the engine's environment."""
-
-    def __init__(self, root: Path, engine, user: tuple[int, int]) -> None:
-        self.root, self.engine, self.user = root, engine, user
-        self.timings: dict[str, float] = {}
-
-    def run(self, label: str, command: list[str], timeout: float, check: bool = True, env: dict | None = None):
-        started = time.monotonic()
-        done = subprocess.run(command, cwd=self.root, env={**self.engine.env, **(env or {})}, capture_output=True,
-                              text=True, timeout=timeout)
-        self.timings[label] = round(time.monotonic() - started, 1)
-        if check and done.returncode != 0:
-            raise EngineError(f"`{' '.join(command)}` exited {done.returncode}:\n{done.stdout[-3000:]}\n"
-                              f"{done.stderr[-3000:]}")
-        return done
-
-    def make(self, label: str, *args: str, timeout: float = 600, check: bool = True):
-        uid, gid = self.user
-        return self.run(label, ["make", "--no-print-directory", *args, f"TOOLCANARY_UID={uid}",
-                                f"TOOLCANARY_GID={gid}"], timeout, check)
-
-    def compose(self, label: str, *args: str, timeout: float = 600, check: bool = True):
-        # The files make hands Compose for this .env (NNODES=2: compose.multinode.yaml added).
-        files = self.run("compose files", ["python3", "scripts/write_env.py", "--compose-file"], 60).stdout.strip()
-        uid, gid = self.user
-        return self.run(label, ["docker", "compose", *args], timeout, check,
-                        env={"TOOLCANARY_UID": str(uid), "TOOLCANARY_GID": str(gid),
-                             **dict([files.split("=", 1)] if files else [])})
-
-    def logs(self, container: str) -> str:
-        done = self.engine.docker("logs", container, check=False, timeout=60)
-        return done.stdout + done.stderr
-
-
-def write_env(root: Path, user: tuple[int, int], lines: dict) -> None:
-    uid, gid = user
-    subprocess.run(["python3", "scripts/write_env.py", "--uid", str(uid), "--gid", str(gid)], cwd=root, check=True,
-                   capture_output=True)
-    env_file = root / ".env"
-    text = env_file.read_text()
-    for name, value in lines.items():
-        text, count = re.subn(rf"^#?\s*{name}=.*$", f"{name}={value}", text, count=1, flags=re.M)
-        if not count:
-            text += f"{name}={value}\n"
-    env_file.write_text(text)
-
-
-def wait_for(what: str, condition, timeout: float, every: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(every)
-    raise EngineError(f"{what}: not within {timeout:.0f} s")
-
-
 def listens(port: int) -> bool:
     with socket.socket() as sock:
         sock.settimeout(1)
@@ -129,23 +67,14 @@ def state(project: Project, container: str) -> dict:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, engine, base_image, wheels_url, stack_user):
     """The scenario, run once: build, head, worker, probe; the tests read what it left."""
-    root = checkout_copy(tmp_path_factory.mktemp("project"))
-    project = Project(root, engine, stack_user)
+    project = Project(checkout_copy(tmp_path_factory.mktemp("project")), engine, stack_user, PROJECT)
+    root = project.root
     project.port, project.token = ray_port(), secrets.token_urlsafe(16)
-    commit = subprocess.run(["scripts/git_commit.sh"], cwd=ROOT, capture_output=True, text=True, check=True)
-    lines = {"COMPOSE_FILE": "compose.yaml:compose.cpu.yaml", "COMPOSE_PROJECT_NAME": PROJECT, "RUN": RUN,
-             "PYTHON_BASE_IMAGE": base_image, "TOOLCANARY_COMMIT": commit.stdout.strip(), "NNODES": 2,
-             "GPUS_PER_NODE": GPUS_PER_NODE, "RAY_PORT": project.port, "RAY_HEAD_ADDRESS": "127.0.0.1",
-             "TOOLCANARY_SIMULATOR_TOKEN": project.token}
-    if wheels_url:  # torch's CPU build from the local wheelhouse, as in test_cpu_stack.py
-        lines |= {"TOOLCANARY_FIND_LINKS": wheels_url, "CPU_TORCH_INDEX": ""}
-    write_env(root, stack_user, lines)
-    subprocess.run(["python3", "scripts/write_env.py", "--check", "--make-dirs"], cwd=root, check=True,
-                   capture_output=True, env={k: v for k, v in os.environ.items() if k not in ("RUN", "MODEL_CACHE")})
-    for path in [root / "volumes", *(root / "volumes").rglob("*")]:  # the stack's user owns the volumes
-        os.chown(path, *stack_user)
+    configure(project, {**image_lines(base_image, wheels_url), "RUN": RUN, "NNODES": 2,
+                        "GPUS_PER_NODE": GPUS_PER_NODE, "RAY_PORT": project.port, "RAY_HEAD_ADDRESS": "127.0.0.1",
+                        "TOOLCANARY_SIMULATOR_TOKEN": project.token})
     (root / "tests" / "containers" / "multinode" / "python3").chmod(0o755)
-    project.compose("build trainer", "build", "trainer", timeout=1800)
+    build_images(project, ["trainer"])
     image_env = json.loads(engine.docker("image", "inspect", IMAGE).stdout)[0]["Config"]["Env"]
     path = next(item.split("=", 1)[1] for item in image_env if item.startswith("PATH="))
     started = time.monotonic()

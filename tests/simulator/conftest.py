@@ -95,8 +95,8 @@ def diff():
 class StubUpstream:
     """A fake OpenAI-compatible chat server on 127.0.0.1, answering from a queue of scripted replies.
 
-    Each reply is (status, content, delay_s), or a function of the request body returning one; when the queue
-    is empty, `default` is used. Requests are kept in `requests`. GET /health and GET /v1/models answer with
+    Each reply is (status, content, delay_s) or (status, content, delay_s, headers), or a function of the request
+    body returning one; `headers` go with an error status. When the queue is empty, `default` is used. Requests are kept in `requests`. GET /health and GET /v1/models answer with
     `health_status` and `models_status` (vLLM has both; None leaves a route out, as a server without it) and
     count their hits in `probes`. `port` reuses a port, to bring a stopped upstream back.
     """
@@ -125,11 +125,11 @@ class StubUpstream:
         body = await request.json()
         self.requests.append(body)
         reply = self.replies.popleft() if self.replies else self.default
-        status, content, delay = reply(body) if callable(reply) else reply
+        status, content, delay, *headers = reply(body) if callable(reply) else reply
         if delay:
             await asyncio.sleep(delay)
         if status != 200:
-            return Response("internal error", status_code=status)
+            return Response("internal error", status_code=status, headers=headers[0] if headers else None)
         usage = {"prompt_tokens": len(body["messages"][0]["content"]) // 4, "completion_tokens": len(content) // 4}
         return JSONResponse({"id": "cmpl", "object": "chat.completion", "model": body["model"],
                              "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -178,3 +178,17 @@ def stub_factory():
     yield make
     for stub in stubs:
         stub.stop()
+
+
+@pytest.fixture
+def trustee(make_client, upstreams, trustee_checkout):
+    """`trustee(**settings)`: a client of a trustee-mode llm simulator on the first stub upstream (quick retries)."""
+    for stub in upstreams:
+        stub.reset()
+
+    def make(**overrides):
+        values = {"backend": "llm", "mode": "trustee", "trustee_dir": trustee_checkout,
+                  "upstreams": [upstreams[0].url], "timeout_s": 0.5, "backoff_s": 0.01, "backoff_s_task": 0.01}
+        return make_client(**(values | overrides))
+
+    return make

@@ -84,3 +84,29 @@ def test_concurrent_identical_requests_share_one_author_call(tmp_path, diff):
     assert backend.author_calls == 1
     records = (tmp_path / "race" / "simulator" / "step_none.jsonl").read_text().splitlines()
     assert len(records) == 16, "every role call is persisted, cache hits included"
+
+
+def test_a_failed_key_is_retried_unless_failures_are_kept_as_in_the_trustee_mode(diff):
+    from toolcanary.contract import DifficultySettings, TaskResponse
+    from toolcanary.simulator.backend import RoleOutput
+    from toolcanary.simulator.task_registry import TaskRegistry
+
+    difficulty = DifficultySettings.model_validate(diff())
+    calls = []
+
+    async def author_failing_once():
+        calls.append(1)
+        if len(calls) == 1:
+            return RoleOutput(TaskResponse(outcome="aborted", abort_cause="parse", abort_detail="first try"))
+        return RoleOutput(TaskResponse(outcome="aborted", abort_cause="timeout", abort_detail="second try"))
+
+    async def ask_twice(registry):
+        calls.clear()
+        first, _ = await registry.get_or_create("k", difficulty, author_failing_once)
+        second, cached = await registry.get_or_create("k", difficulty, author_failing_once)
+        return first.response.abort_detail, second.response.abort_detail, cached, len(calls)
+
+    # The toolcanary mode retries a failed key; the trustee mode replaces it by another key, so every episode of
+    # the group must see the same failure.
+    assert asyncio.run(ask_twice(TaskRegistry())) == ("first try", "second try", False, 2)
+    assert asyncio.run(ask_twice(TaskRegistry(keep_failures=True))) == ("first try", "first try", True, 1)

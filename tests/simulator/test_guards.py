@@ -37,11 +37,19 @@ def test_a_body_that_is_not_json_is_a_422_about_the_body(client):
     assert "valid JSON" in response.json()["error"]
 
 
-def test_a_tool_call_with_arguments_that_are_not_an_object_is_a_422(client, new_task):
+def test_a_tool_call_with_arguments_that_are_not_an_object_is_answered_as_an_invalid_call(client, new_task):
+    # Arguments may be any JSON value (the trustee mode passes them on as TRUSTEE does); the toolcanary mode's
+    # tool role answers anything but an object as an invalid call, without a model.
     task = new_task(client)
-    call = {"function": {"name": task["tools"][0]["function"]["name"], "arguments": "[1, 2]"}}
-    response = client.post("/v1/tool", json={"task_key": task["task_key"], "call": call})
-    assert response.status_code == 422 and "call.function.arguments" in response.json()["error"]
+    name = task["tools"][0]["function"]["name"]
+    response = client.post("/v1/tool", json={"task_key": task["task_key"],
+                                             "call": {"function": {"name": name, "arguments": "[1, 2]"}}})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["is_error"], body["reward"]) == (True, -1) and "must be a JSON object" in body["result"]
+    malformed = client.post("/v1/tool", json={"task_key": task["task_key"],
+                                              "call": {"function": {"name": name, "arguments": "[1, 2"}}})
+    assert malformed.status_code == 422 and "call.function.arguments" in malformed.json()["error"]
 
 
 def test_bodies_over_the_limit_are_refused_with_413_declared_or_streamed(make_client):

@@ -1,14 +1,14 @@
-"""Drill (simulator soak): 256 concurrent episodes against the scripted backend for 3 minutes, loopback only.
+"""Drill (simulator soak): 256 concurrent episodes against the scripted backend for 90 s, loopback only.
 
 The real service runs as `python -m toolcanary.simulator serve --backend scripted` in a process of its own;
 256 episode loops share one aiohttp session. Each episode is a GRPO rollout: a task (one new task key per
 pair of episodes, so the registry keeps growing fast), then the gold conversation's tool and user calls,
 then the verifier, with a 1 s pause before each call where a policy would generate. Expected: not one 5xx (nor
 any other non-200), and the service's resident memory at the end within 10 % of what it was after the first
-fifth of the run (36 s; the in-memory task registry of 256 is full within seconds), although thousands of
+fifth of the run (18 s; the in-memory task registry of 256 is full within seconds), although thousands of
 task keys and role records were written meanwhile.
 
-Bounded: 256 coroutines, `SOAK_S` seconds (180; `TOOLCANARY_TEST_SOAK_S` changes it, e.g. 1800 for a
+Bounded: 256 coroutines, `SOAK_S` seconds (90; `TOOLCANARY_TEST_SOAK_S` changes it, e.g. 1800 for a
 longer check), one
 process on 127.0.0.1; the record folder (a few hundred MB) is deleted at the end.
 
@@ -34,7 +34,7 @@ from toolcanary.contract import SimulatedTask
 from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.scripted import gold_trajectory
 
-SOAK_S = float(os.environ.get("TOOLCANARY_TEST_SOAK_S", "180"))
+SOAK_S = float(os.environ.get("TOOLCANARY_TEST_SOAK_S", "90"))
 EPISODES_IN_FLIGHT = 256
 # Episodes per task key. A GRPO group of 8 shares one key; 2 ages the registry four times as fast as training
 # would, so that five minutes stand for a long run (and the original, unbounded registry shows its growth).

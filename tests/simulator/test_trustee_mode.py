@@ -25,19 +25,6 @@ AUTHOR = json.dumps({"expected_tool_calls": ["not/offered"], "user_intent": "", 
 SYSTEM = "SYSTEM level=1 format=hermes"
 
 
-@pytest.fixture
-def trustee(make_client, upstreams, trustee_checkout):
-    for stub in upstreams:
-        stub.reset()
-
-    def make(**overrides):
-        values = {"backend": "llm", "mode": "trustee", "trustee_dir": trustee_checkout,
-                  "upstreams": [upstreams[0].url], "timeout_s": 0.5, "backoff_s": 0.01, "backoff_s_task": 0.01}
-        return make_client(**(values | overrides))
-
-    return make
-
-
 def _fields(request: dict, marker: str) -> dict:
     content = request["messages"][-1]["content"]
     assert content.startswith(marker + " "), content[:80]
@@ -80,7 +67,7 @@ def test_toolbench_style_values_reach_the_tool_role_with_trustees_call_text_and_
     answer = client.post("/v1/tool", json={"task_key": task["task_key"], "history": history,
                                            "call": history[-1]["tool_calls"][0]}).json()
     assert answer["outcome"] == "ok" and answer["is_error"] is False
-    assert answer["result"] == '{"sent": true}' and answer["reward"] == 0.5
+    assert answer["result"] == "{'sent': True}" and answer["reward"] == 0.5  # str() of the object, as TRUSTEE
     assert upstreams[0].requests[-1]["frequency_penalty"] == 0.1 and "temperature" not in upstreams[0].requests[-1]
     fields = _fields(upstreams[0].requests[-1], "TOOL")
     assert json.loads(fields["call"]) == {"type": "function", "function": {
@@ -125,18 +112,21 @@ def test_the_verifier_is_asked_even_without_a_call_and_a_reward_is_recovered_fro
     assert verdict["outcome"] == "ok" and verdict["reward"] == -1 and len(upstreams[0].requests) == 2
 
 
-def test_trustees_attempts_three_per_role_two_for_the_author(trustee, upstreams):
+def test_trustees_attempts_three_per_role_two_for_the_author(trustee, upstreams, monkeypatch):
+    from toolcanary.simulator.llm import upstream
+
+    monkeypatch.setattr(upstream, "SDK_FIRST_DELAY_S", 0.001)  # the SDK's pauses, shortened for the test
     client = trustee()
     task = _task(client, upstreams[0])
     before = len(upstreams[0].requests)
-    upstreams[0].push(*["not json at all"] * 5)
+    upstreams[0].push(*["not json at all"] * 5)  # an answer that arrived is never re-sent: one request an attempt
     answer = client.post("/v1/user", json={"task_key": task["task_key"], "history": _conversation(task)}).json()
     assert answer["outcome"] == "aborted" and answer["abort_cause"] == "parse"
     assert len(upstreams[0].requests) - before == 3
     upstreams[0].reset()
-    upstreams[0].push(*[(500, "down", 0.0)] * 5)
+    upstreams[0].push(*[(500, "down", 0.0)] * 7)  # 2 attempts, each a request and the SDK's 2 re-sends
     body = client.post("/v1/task", json={"task_key": "g2", "difficulty": DIFFICULTY}).json()
-    assert body["outcome"] == "aborted" and len(upstreams[0].requests) == 2
+    assert body["outcome"] == "aborted" and body["abort_cause"] == "upstream" and len(upstreams[0].requests) == 6
 
 
 @pytest.mark.parametrize(("layout", "message"), [

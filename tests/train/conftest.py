@@ -53,6 +53,7 @@ class ReplayClient:
         self.tokenizer, self.texts, self.end = tokenizer, list(texts), end
         self.prompts: list[list[int]] = []
         self.emitted: list[list[int]] = []
+        self.caps: list[int | None] = []
 
     def encode_turn(self, text: str) -> list[int]:
         ids = self.tokenizer.encode(text, add_special_tokens=False)
@@ -60,6 +61,7 @@ class ReplayClient:
 
     async def generate(self, request_id, *, prompt_ids, sampling_params, **_):
         self.prompts.append(list(prompt_ids))
+        self.caps.append(sampling_params.get("max_tokens"))
         text = self.texts[min(len(self.emitted), len(self.texts) - 1)]
         ids = self.encode_turn(text)[: sampling_params.get("max_tokens", 10_000)]
         self.emitted.append(ids)

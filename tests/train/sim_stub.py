@@ -57,6 +57,8 @@ class StubBehaviour:
     ready_status: int = 200
     token: str | None = None
     per_episode_results: bool = False
+    failing_task_keys: tuple[str, ...] = ()  # the author gives up on these keys
+    oversized_task_keys: tuple[str, ...] = ()  # these keys' tasks offer a tool with a very long description
 
 
 class StubSimulator:
@@ -137,6 +139,8 @@ class StubSimulator:
 
     def _task(self, body: dict) -> dict:
         request = TaskRequest.model_validate(body)
+        if request.task_key in self.behaviour.failing_task_keys:
+            return {"outcome": "aborted", "abort_cause": "parse", "abort_detail": "stub author"}
         if request.task_key not in self.tasks:
             expected = request.difficulty.call_expected
             self.tasks[request.task_key] = {
@@ -147,6 +151,9 @@ class StubSimulator:
                 "user_persona": "expert", "first_user_query": "Weather in Paris?" if expected else "Tell me a joke.",
                 "difficulty": request.difficulty.model_dump(), "call_expected": expected,
             }
+            if request.task_key in self.behaviour.oversized_task_keys:
+                tools = self.tasks[request.task_key]["tools"] = [dict(t) for t in self.tasks[request.task_key]["tools"]]
+                tools[0]["function"] = {**tools[0]["function"], "description": "weather " * 6000}
         return {"task": self.tasks[request.task_key]}
 
     def _tool(self, body: dict) -> dict:

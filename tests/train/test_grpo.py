@@ -121,18 +121,23 @@ def _independent_loss(policy, reference, outputs, config: GrpoConfig) -> torch.T
     pg = torch.maximum(-advantages * ratio, -advantages * ratio.clamp(1 - config.clip_ratio, 1 + config.clip_ratio))
     log_ratio = (ref - new).clamp(-20, 20)
     kl = (torch.exp(log_ratio) - log_ratio - 1).clamp(-10, 10)
-    return ((pg + config.kl_coef * kl) * trained).sum() / trained.sum()
+    per_token = (pg + config.kl_coef * kl) * trained
+    if config.loss_agg_mode == "token-mean":
+        return per_token.sum() / trained.sum()
+    # Each episode's token mean, over every episode of the batch (the aborted ones count in the divisor).
+    return (per_token.sum(-1) / trained.sum(-1)).sum() / len(outputs)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_update_matches_an_independent_computation_of_loss_and_gradients(tiny_dir, threads):
+@pytest.mark.parametrize(("threads", "mode"), [(1, "seq-mean-token-mean"), (2, "seq-mean-token-mean"),
+                                               (1, "token-mean")])
+def test_the_update_matches_an_independent_computation_of_loss_and_gradients(tiny_dir, threads, mode):
     # Any speed-up of grpo_update (fewer logits, no recompute, threads) must leave the objective as it was.
     policy, _ = load_policy(tiny_dir)
     reference = copy.deepcopy(policy).eval()
     with torch.no_grad():  # a reference that differs from the policy, so the KL term has a gradient
         for weight in reference.parameters():
             weight.add_(0.02 * torch.randn(weight.shape, generator=torch.Generator().manual_seed(weight.numel())))
-    config = GrpoConfig(max_grad_norm=1e9)
+    config = GrpoConfig(max_grad_norm=1e9, loss_agg_mode=mode)
     outputs = [_output("g0", [40, 41, 42, 43], 1.0, mask=[1, 1, 0, 1]), _output("g0", [50, 51], -1.0),
                _output("g0", [52, 53, 54], 0.5), _output("g1", [60, 61, 62], 1.0), _output("g1", [63], 0.0),
                _output("g1", [64, 65], 0.0, aborted=True)]
@@ -147,3 +152,28 @@ def test_the_update_matches_an_independent_computation_of_loss_and_gradients(tin
     assert stats["loss"] == pytest.approx(expected_loss, rel=1e-4, abs=1e-6)
     for got, want in zip((p.grad for p in policy.parameters()), expected, strict=True):
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-7)
+
+
+def test_verl_seq_mean_token_mean_is_trustees_weighting():
+    # TRUSTEE's verl 0.7 actor, as read: on each of D ranks, every micro-batch of one episode contributes its
+    # token mean times 1/g (g micro-batches per rank), and FSDP averages the ranks. verl 0.9.1's
+    # seq-mean-token-mean over the same mini-batch of B = D x g episodes, one micro-batch per episode, must give
+    # the same total (an aborted episode, all masked, counts in B for both).
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    generator = torch.Generator().manual_seed(3)
+    ranks, per_rank, width = 2, 4, 12
+    losses = torch.randn(ranks * per_rank, width, generator=generator)
+    mask = (torch.rand(ranks * per_rank, width, generator=generator) < 0.6).float()
+    mask[5] = 0.0
+    trustee, verl = [], []
+    for rank in range(ranks):
+        rows = range(rank * per_rank, (rank + 1) * per_rank)
+        trustee.append(sum(float((losses[r] * mask[r]).sum() / mask[r].sum()) / per_rank for r in rows
+                           if mask[r].sum()))
+        verl.append(sum(float(agg_loss(losses[r:r + 1], mask[r:r + 1], "seq-mean-token-mean", dp_size=ranks,
+                                       global_batch_size=ranks * per_rank)) for r in rows))
+    assert sum(verl) / ranks == pytest.approx(sum(trustee) / ranks, rel=1e-6)
+    token_mean = sum(float(agg_loss(losses[r:r + 1], mask[r:r + 1], "token-mean", dp_size=ranks,
+                                    batch_num_tokens=float(mask.sum()))) for r in range(ranks * per_rank)) / ranks
+    assert token_mean != pytest.approx(sum(trustee) / ranks, rel=1e-3)  # verl 0.9.1's token-mean is not it

@@ -82,7 +82,8 @@ def test_the_system_prompt_comes_from_the_checkout_and_roles_see_the_whole_conve
     assert history[0] == {"role": "system", "content": "SYSTEM level=0 format=hermes"}
     assert history[1]["role"] == "user" and history[-1]["content"].startswith("<think>")  # as the policy wrote it
     tool_history = stub.requests["tool"][0]["history"]
-    assert "<tool_call>" in tool_history[-1]["content"] and tool_history[-1]["tool_calls"]
+    # TRUSTEE's messages carry the text alone: the call is in it, never beside it.
+    assert "<tool_call>" in tool_history[-1]["content"] and not tool_history[-1].get("tool_calls")
 
 
 def test_an_aborted_episode_is_still_verified_and_keeps_that_reward_out_of_the_loss(tokenizer, trustee_checkout):

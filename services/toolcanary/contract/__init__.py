@@ -91,7 +91,9 @@ from toolcanary.contract.tasks import (
 # 1.5: bfcl_by_category.csv gained `correct_unparsed` and outcomes.jsonl each item's `answer` kind; files
 # without them still read, as "not measured". Health gained the simulator's `mode` (required) and, in mode
 # trustee, its checkout's `trustee_commit`; the trainer refuses a simulator of another mode or commit.
-CONTRACT_VERSION = "1.5"
+# 1.6: a call's arguments are any JSON value (the trustee mode passes on what TRUSTEE would); a task carries
+# the trustee author's expected calls as written; an episode record counts the tasks it replaced.
+CONTRACT_VERSION = "1.6"
 
 __all__ = [
     "RUN_ID_RULE",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 MAX_TOOL_NAME_CHARS = 256
 
@@ -39,20 +39,21 @@ class ToolSchema(BaseModel):
 
 
 class FunctionCall(BaseModel):
-    """The name and arguments of one call."""
+    """The name and arguments of one call.
+
+    Arguments are any JSON value: the trustee mode passes on whatever a call's JSON held, as TRUSTEE does; the
+    toolcanary mode's parser and the simulator's checks accept only an object.
+    """
 
     name: str = Field(min_length=1)
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: JsonValue = Field(default_factory=dict)
 
     @field_validator("arguments", mode="before")
     @classmethod
     def _decode_string_arguments(cls, value: Any) -> Any:
         # The OpenAI wire form carries arguments as a JSON string.
         if isinstance(value, str):
-            decoded = json.loads(value) if value.strip() else {}
-            if not isinstance(decoded, dict):
-                raise ValueError(f"arguments must decode to a JSON object, got {type(decoded).__name__}")
-            return decoded
+            return json.loads(value) if value.strip() else {}
         return value
 
 

@@ -94,9 +94,14 @@ def _read_call(body: str) -> ToolCall | MalformedCall:
     if "arguments" not in obj:
         return MalformedCall(raw=raw, error="missing 'arguments'")
     try:
-        return ToolCall(function=FunctionCall(name=name, arguments=obj["arguments"]))
+        call = ToolCall(function=FunctionCall(name=name, arguments=obj["arguments"]))
     except ValueError as err:
         return MalformedCall(raw=raw, error=f"bad 'arguments': {err}")
+    if not isinstance(call.function.arguments, dict):
+        # The toolcanary mode's rule (the trustee mode reads calls with TRUSTEE's parser instead).
+        return MalformedCall(raw=raw, error="bad 'arguments': expected a JSON object, got "
+                             f"{type(call.function.arguments).__name__}")
+    return call
 
 
 def parse_assistant_text(text: str) -> ParsedTurn:

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from toolcanary.contract.chat import MAX_TOOL_NAME_CHARS, FunctionSpec, ToolSchema
 from toolcanary.contract.errors import ContractError
@@ -44,6 +44,8 @@ class SimulatedTask(BaseModel):
     category: str = ""
     tools: list[ToolSchema] = Field(min_length=1)
     expected_tool_calls: list[ExpectedCall] = Field(default_factory=list)
+    expected_tool_calls_as_written: list[JsonValue] | None = Field(
+        None, description="mode trustee: the author's list as it wrote it, what TRUSTEE shows its verifier")
     user_intent: str
     user_persona: str
     first_user_query: str = Field(min_length=1)

@@ -52,6 +52,8 @@ class EpisodeRecord(BaseModel):
     task_key: str
     group_index: int = 0
     task_id: str | None = None
+    # Mode trustee: tasks that could not be had (author failed, prompt too long) before `task_key`'s.
+    tasks_replaced: int = 0
     call_expected: bool = True
     curriculum_level: int = 1
     split: Literal["train", "val"] = "train"

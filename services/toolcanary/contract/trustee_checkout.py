@@ -34,6 +34,8 @@ TEMPLATES = {
     "verifier_simulation": f"{RECIPE_DIR}/utils/templates/verifier_simulation.py",
 }
 LIBRARY = f"{RECIPE_DIR}/data/toolbench_tools.json"
+# TRUSTEE's Hermes tool parser (its copy of verl's): the trainer's trustee mode imports it (it needs verl).
+TOOL_PARSER = "verl/verl/experimental/agent_loop/tool_parser.py"
 _FIX = (f"Clone it and check out the pinned commit: git clone https://github.com/JamyDon/TRUSTEE && "
         f"git -C TRUSTEE checkout {PINNED_COMMIT}; then set trustee_dir (TRUSTEE_DIR in .env) to that folder, "
         f"or run the project's own prompts with mode toolcanary")
@@ -76,7 +78,7 @@ def _import(path: Path, name: str) -> ModuleType:
     try:
         spec.loader.exec_module(module)
     except Exception as err:  # a template that does not import is a checkout problem: say which file
-        raise ContractError(str(path), "TRUSTEE's template module, importable on its own",
+        raise ContractError(str(path), "TRUSTEE's module, importable on its own (the tool parser: with verl)",
                             f"{type(err).__name__}: {err}", _FIX) from err
     return module
 
@@ -102,6 +104,7 @@ class TrusteeCheckout:
         self._verifier = _function(modules["verifier_simulation"], paths["verifier_simulation"],
                                    "get_verifier_simulation_prompt")
         self._criteria = list(getattr(modules["verifier_simulation"], "VERIFIER_CRITERIA", []))
+        self._tool_parser: ModuleType | None = None
 
     @classmethod
     def open(cls, root: str | Path) -> TrusteeCheckout:
@@ -111,6 +114,19 @@ class TrusteeCheckout:
             ContractError: the folder, a file or the commit is not what the trustee mode needs.
         """
         return _open(Path(root).expanduser().resolve())
+
+    tool_parser_path = TOOL_PARSER
+
+    def tool_parser_module(self) -> ModuleType:
+        """TRUSTEE's tool-parser module, imported from the checkout (it imports verl's utilities: the trainer's
+        environment has them).
+
+        Raises:
+            ContractError: it does not import here.
+        """
+        if self._tool_parser is None:  # once per checkout: the agent loop is built once per episode
+            self._tool_parser = _import(self.root / TOOL_PARSER, "tool_parser")
+        return self._tool_parser
 
     @property
     def library_path(self) -> Path:
@@ -160,7 +176,7 @@ def _open(root: Path) -> TrusteeCheckout:
     if commit != PINNED_COMMIT:
         raise ContractError(str(root), f"TRUSTEE at commit {PINNED_COMMIT}", f"commit {commit}",
                             f"Run: git -C {root} checkout {PINNED_COMMIT}")
-    missing = [rel for rel in [*TEMPLATES.values(), LIBRARY] if not (root / rel).is_file()]
+    missing = [rel for rel in [*TEMPLATES.values(), LIBRARY, TOOL_PARSER] if not (root / rel).is_file()]
     if missing:
         raise ContractError(str(root), "every file the trustee mode reads", "missing: " + ", ".join(missing), _FIX)
     return TrusteeCheckout(root, {key: _import(root / rel, key) for key, rel in TEMPLATES.items()})

@@ -66,7 +66,8 @@ class SimulatorService:
                  metrics: Metrics | None = None) -> None:
         self.settings, self.backend, self.store = settings, backend, store
         self.metrics = metrics or Metrics()
-        self.registry = TaskRegistry(store.iter_tasks(), cache_size=settings.task_cache_size)
+        self.registry = TaskRegistry(store.iter_tasks(), cache_size=settings.task_cache_size,
+                                     keep_failures=settings.mode == "trustee")
         self.metrics.set("tasks_known", len(self.registry))
         self.metrics.set("tasks_in_memory", self.registry.in_memory)
         if store.skipped_lines:

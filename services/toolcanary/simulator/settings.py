@@ -6,8 +6,8 @@ Precedence: CLI flag > environment variable > default here. Each field `name` re
 
 `mode` picks whose behaviour the llm backend plays. `trustee` (the GPU recipe's): TRUSTEE's prompt templates and
 ToolBench library read from the checkout at `trustee_dir`, its sampling (no temperature sent, frequency penalty
-0.1), its attempts (3 per role with a fixed 0.5 s pause; the task author 2 within 60 s) and its tolerant reading of
-answers. `toolcanary`: the project's own prompts and library, with the choices docs/simulator.md justifies. The
+0.1), its attempts (3 per role with a fixed 0.5 s pause; the task author 2 within 60 s), the OpenAI SDK's 2 re-sends of
+a failed request within each attempt, and its tolerant reading of answers. `toolcanary`: the project's own prompts and library, with the choices docs/simulator.md justifies. The
 fields marked "mode default" take the mode's value unless set; "none" in the environment means "not sent".
 
     settings = SimulatorSettings.from_env(run="demo", backend="scripted")
@@ -34,9 +34,12 @@ Mode = Literal["trustee", "toolcanary"]
 # What each mode puts in the fields left unset. TRUSTEE's values: trustee_reference.yaml in the GPU recipe.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     "trustee": {"temperature": None, "frequency_penalty": 0.1, "retries": 2, "backoff": "fixed",
-                "retries_task": 1, "timeout_s_task": 60.0, "backoff_s_task": 1.0},
+                "retries_task": 1, "timeout_s_task": 60.0, "backoff_s_task": 1.0,
+                # TRUSTEE's AsyncOpenAI clients keep the SDK's default max_retries=2 inside each attempt.
+                "sdk_retries": 2},
     # The task author's attempts, timeout and pause follow the role calls' (unset: None).
-    "toolcanary": {"temperature": 0.7, "frequency_penalty": None, "retries": 3, "backoff": "exponential"},
+    "toolcanary": {"temperature": 0.7, "frequency_penalty": None, "retries": 3, "backoff": "exponential",
+                   "sdk_retries": 0},
 }
 
 
@@ -91,6 +94,11 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                                  "default: trustee 60, toolcanary: timeout_s)")
     backoff_s_task: float | None = Field(None, ge=0, description="retry delay of a task-author call (mode default: "
                                                                  "trustee 1, toolcanary: backoff_s)")
+    sdk_retries: int | None = Field(None, ge=0, le=10, description="re-sends of one upstream request within an "
+                                                                   "attempt, by the OpenAI SDK's rule (timeouts, "
+                                                                   "connection errors, 408/409/429/5xx), for every "
+                                                                   "role and the task author (mode default: "
+                                                                   "trustee 2, toolcanary 0)")
     max_tokens: int = Field(2048, ge=16, description="completion budget of a tool, user or verifier call")
     max_tokens_task: int = Field(8192, ge=16, description="completion budget of a task-author call")
     temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature sent to the upstream; "

@@ -1,8 +1,11 @@
 """Idempotent task keys: the n rollouts of one GRPO group get one task, even when they ask at the same time.
 
 The first request for a key runs the task author; concurrent requests for the same key wait for that one
-answer. Only successful answers are kept (an aborted author call may be retried with the same key). The
-registry is seeded from the persisted records at start-up, so keys answered before a restart stay answered.
+answer. Successful answers are kept; an aborted author call may be retried with the same key, unless the
+registry keeps failures (`keep_failures`, the trustee mode: there a failed key is replaced by another key, and
+every rollout of the group must see the same failure to move on together; kept in memory, the most recent
+`4 x cache_size`). The registry is seeded from the persisted records at start-up, so keys answered before a
+restart stay answered.
 
 Memory stays bounded over a long run: only the `cache_size` most recently used tasks are kept as objects;
 every answered key lives in a private SQLite database on disk (a temporary one, rebuilt from the records
@@ -41,10 +44,12 @@ class TaskKeyConflict(Exception):
 
 class TaskRegistry:
     def __init__(self, known: Iterable[tuple[DifficultySettings, SimulatedTask]] = (),
-                 cache_size: int = 256) -> None:
+                 cache_size: int = 256, keep_failures: bool = False) -> None:
         if cache_size < 1:
             raise ValueError(f"task cache size: expected at least 1, got {cache_size}")
         self.cache_size = cache_size
+        self.keep_failures = keep_failures
+        self._failed: OrderedDict[str, tuple[DifficultySettings, RoleOutput]] = OrderedDict()
         self._cache: OrderedDict[str, tuple[DifficultySettings, SimulatedTask]] = OrderedDict()
         self._pending: dict[str, tuple[DifficultySettings, asyncio.Future[RoleOutput]]] = {}
         # "": a temporary on-disk database, private to this connection and deleted when it closes; pages
@@ -121,6 +126,11 @@ class TaskRegistry:
             if asked != difficulty:
                 raise TaskKeyConflict(key, asked, difficulty)
             return RoleOutput(TaskResponse(task=task)), True
+        failed = self._failed.get(key)
+        if failed is not None:
+            if failed[0] != difficulty:
+                raise TaskKeyConflict(key, failed[0], difficulty)
+            return failed[1], True
         pending = self._pending.get(key)
         if pending is not None:
             if pending[0] != difficulty:
@@ -138,6 +148,10 @@ class TaskRegistry:
             response = output.response
             if isinstance(response, TaskResponse) and response.outcome == "ok" and response.task is not None:
                 self._store(key, difficulty, response.task)
+            elif self.keep_failures:
+                self._failed[key] = (difficulty, output)
+                while len(self._failed) > 4 * self.cache_size:
+                    self._failed.popitem(last=False)
             return output
         finally:
             self._pending.pop(key, None)

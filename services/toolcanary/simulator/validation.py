@@ -105,6 +105,9 @@ def validate_call(task: SimulatedTask, call: ToolCall) -> str | None:
     if tool is None:
         offered = ", ".join(t.name for t in task.tools)
         return f"Error: tool '{call.function.name}' does not exist here. Available tools: {offered}."
+    if not isinstance(call.function.arguments, dict):
+        return (f"Error: the arguments of {tool.name} must be a JSON object, got "
+                f"{type(call.function.arguments).__name__}.")
     problems = check_object(tool.function.parameters, call.function.arguments)
     if problems:
         return f"Error: invalid arguments for {tool.name}: " + "; ".join(problems[:8]) + "."

@@ -9,21 +9,13 @@ thread buys no parallelism and costs a hand-off per turn). Renders are shared ac
 the difference between two renders whose first is one of a few fixed synthetic prefixes. Replies are rendered
 without the tool schemas, most of each render's text, where the chat template renders them the same without
 (checked once per tokenizer and kind of reply, by rendering both ways).
-A simulator failure aborts the episode with its cause (see simulator_client): its response mask is zeroed (out
-of the loss and the group statistics); the trainers count the causes, and stop the run on a refused token. A
-task whose prompt is longer than the prompt budget is dropped the same way (`too_large`), as TRUSTEE's
-curriculum drops it, where verl would cut its head off (a log line, no more) and train on the rest.
-
-Two modes (`mode`), each the whole rule set of an episode:
-- `trustee` (the GPU recipe's): TRUSTEE's agent loop. Its system prompts, read from the checkout at
-  `trustee_dir`; a turn limit stops the episode only when a count goes over it, checked after
-  each generation, and the generation that goes over is trained on but never shown to the roles; the roles see
-  the whole conversation, system prompt first, the policy's text as written; the verifier still runs after an
-  abort, and the reward is the verifier's, -1 for every episode without a tool-call turn, aborted ones kept at
-  that reward (TRUSTEE's curriculum mean counts them so).
-- `toolcanary`: the project's own rules. A limit stops the episode when a count reaches it, before acting; the
-  roles see the conversation after the system prompt; an aborted episode scores 0 and is not verified; -1 for
-  no call only where the task expected one (abstention tasks exist here).
+One loop for both modes (`run`: the task, then generate -> read the turn -> stop checks -> tool or user turn,
+then verify and score); what the modes decide differently (`trustee`, the GPU recipe's: TRUSTEE's agent loop;
+`toolcanary`: the project's own) is in their rules objects, episode_rules.py. A simulator failure aborts the
+episode with its cause (see simulator_client): its response mask is zeroed (out of the loss and the group
+statistics); the trainers count the causes, and stop the run on a refused token. A task whose prompt is longer
+than the prompt budget is never cut (verl would cut its head off, a log line, no more): the trustee mode
+replaces it, as TRUSTEE's curriculum does, the toolcanary mode aborts the episode (`too_large`).
 
 verl builds one instance per sample; options arrive as keyword arguments from agent_loops.yaml:
 
@@ -51,11 +43,11 @@ from pydantic import TypeAdapter
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
 from toolcanary.contract.chat import Message
-from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
+from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.contract.training_files import EpisodeRecord, step_episodes
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
-from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeSpec
+from toolcanary.train.episode import EpisodeSpec
+from toolcanary.train.episode_rules import LoopState, Replies, rules_for
 from toolcanary.train.metrics import append_line
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
 from toolcanary.train.tool_turn import run_tool_turn
@@ -139,69 +131,44 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         self.max_tool_response_chars = max_tool_response_chars
         self.sim_options = (simulator_url, RoleTimeouts(**(timeouts or {})), http_retries, max_in_flight)
         self.episode_log = Path(episode_log_dir) if episode_log_dir else None
-        if mode not in ("trustee", "toolcanary"):
-            raise ValueError(f"agent loop mode: expected trustee or toolcanary, got {mode!r}")
-        if mode == "trustee" and not trustee_dir:
-            raise ValueError("agent loop mode trustee reads TRUSTEE's system prompts from a checkout: set "
-                             "trustee_dir (TOOLCANARY_TRAIN_TRUSTEE_DIR)")
-        self.trustee = TrusteeCheckout.open(trustee_dir) if mode == "trustee" else None
         stops = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-        self.stop_ids = {i for i in stops if isinstance(i, int) and i >= 0}
+        self.rules = rules_for(mode, self.tokenizer, {i for i in stops if isinstance(i, int) and i >= 0}, trustee_dir)
         # Part of every render-cache key: the same tokenizer may render under other template options.
         self.template_options = json.dumps(dict(self.continuous_token_builder.chat_template_kwargs),
                                            sort_keys=True, default=str)
         share_renders(self.continuous_token_builder, self.template_options)
         freeze_heap_once()
 
-    def system_prompt(self, level: int) -> str:
-        return self.trustee.system_prompt(level) if self.trustee else SYSTEM_PROMPTS[level]
-
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         spec = EpisodeSpec.model_validate(dict(kwargs["extra_info"]))
         if kwargs.get("session_id") is not None:  # verl's V1 manager spawns the n rollouts of one row
             spec = spec.model_copy(update={"episode_id": f"{spec.episode_id}-r{int(kwargs['session_id']):02d}"})
-        sim = shared_client(*self.sim_options)
-        trustee = self.trustee is not None
+        sim, rules = shared_client(*self.sim_options), self.rules
         record = EpisodeRecord(step=spec.step, episode_id=spec.episode_id, task_key=spec.task_key,
                                group_index=spec.group_index, curriculum_level=spec.curriculum_level,
                                call_expected=spec.difficulty.call_expected, split=spec.split,
                                attempt=spec.attempt)
         started = time.monotonic()
-        messages: list[dict] = [{"role": "system", "content": self.system_prompt(spec.system_prompt_level)}]
-        # The policy's text as written, per assistant message index: what TRUSTEE's roles are shown.
-        written: dict[int, str] = {}
-        got = await sim.task(TaskRequest(task_key=spec.task_key, difficulty=spec.difficulty, step=spec.step,
-                                         episode_id=spec.episode_id))
-        record.simulator_tokens += got.prompt_tokens + got.completion_tokens
-        if got.outcome == "aborted" or got.task is None:
-            record.abort("task", got.abort_cause, got.abort_detail or "no task in the answer")
-            prompt_ids = self.continuous_token_builder.build_initial_tokens(messages)
+        # `messages` is what the policy's template renders (token side); `conversation` what the roles are shown.
+        messages: list[dict] = [{"role": "system", "content": rules.system_prompt(spec.system_prompt_level)}]
+        task, prompt_ids = await self._task(sim, spec, record, messages)
+        if task is None:
             return self._output(prompt_ids, [self.tokenizer.eos_token_id], [0], None, record, started)
-        task = got.task
-        record.task_id, record.call_expected = task.task_id, task.call_expected
-        messages.append({"role": "user", "content": task.first_user_query})
+        conversation = list(messages)
         tools = [tool.model_dump(mode="json") for tool in task.tools]
-        # Not ct_build_initial_tokens, which left-truncates an over-long prompt (system prompt and tools first)
-        # with only a log warning.
-        prompt_ids = self.continuous_token_builder.build_initial_tokens(messages, tools=tools)
-        if len(prompt_ids) > self.prompt_length:
-            record.abort("task", "too_large", f"the task's prompt is {len(prompt_ids)} tokens, over the "
-                         f"{self.prompt_length}-token prompt budget (TRUSTEE drops such tasks)")
-            return self._output(prompt_ids[-self.prompt_length:], [self.tokenizer.eos_token_id], [0], None, record,
-                                started)
         runtime, mask, logprobs = list(prompt_ids), [], []
 
         def history() -> list:
-            return _history(messages, written if trustee else None)
+            return _MESSAGES.validate_python(rules.history(conversation))
 
         while True:
-            budget = self.response_length - len(mask)
-            if budget <= 0:
+            cap = rules.turn_tokens(self.max_turn_tokens, self.prompt_length, self.response_length, len(runtime),
+                                    len(mask))
+            if cap <= 0 or len(mask) >= self.response_length:
                 record.stop_reason = "response_length"
                 break
-            params = {**sampling_params, "max_tokens": min(self.max_turn_tokens, budget)}
             out = await self.server_manager.generate(request_id=spec.episode_id, prompt_ids=runtime,
-                                                     sampling_params=params)
+                                                     sampling_params={**sampling_params, "max_tokens": cap})
             if out.log_probs is None:
                 logprobs = None
             merged = self.continuous_token_builder.merge_assistant_tokens(runtime, out.token_ids)
@@ -209,72 +176,104 @@ class SimulatedEpisodeLoop(AgentLoopBase):
                 merged, mask, logprobs, assistant_logprobs=out.log_probs if logprobs is not None else None)
             runtime = merged.token_ids
             record.assistant_turns += 1
-            parsed = parse_assistant_text(self._decode(out.token_ids))
-            if parsed.attempted_call:
+            turn = await rules.read_turn(out.token_ids)
+            if turn.attempted_call:
                 record.tool_call_turns += 1
             else:
                 record.response_turns += 1
-            if trustee:
-                # Checked before the generation joins the history: the one that goes over is trained on
-                # (mask 1) but never acted on or shown to the verifier.
-                record.stop_reason = _over_a_limit(record, spec, len(mask), self.response_length)
-                if record.stop_reason is not None:
-                    break
-                written[len(messages)] = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-            messages.append(_assistant_message(parsed))
-            if not trustee:
-                record.stop_reason = _at_a_limit(record, spec, len(mask), self.response_length,
-                                                 parsed.attempted_call)
-                if record.stop_reason is not None:
-                    break
-            if parsed.attempted_call:
-                if trustee:
-                    record.tool_turns += 1
-                appended = await run_tool_turn(sim, task, history(), parsed, record, spec, self.max_parallel_calls,
-                                               self.max_tool_response_chars, trustee=trustee)
-                if appended is None:
-                    break
-                if not trustee:
-                    record.tool_turns += 1
-            else:
-                answer = await sim.user(UserRequest(task_key=task.task_key, history=history(), step=spec.step,
-                                                    episode_id=spec.episode_id))
-                record.simulator_tokens += answer.prompt_tokens + answer.completion_tokens
-                if trustee:
-                    record.user_turns += 1
-                if answer.outcome == "aborted":
-                    record.abort("user", answer.abort_cause, answer.abort_detail)
-                    break
-                if answer.reward is not None:
-                    record.user_rewards.append(float(answer.reward))
-                ended = answer.done or (answer.reply == "" if trustee else not answer.reply.strip())
-                if ended and not trustee:
-                    record.stop_reason = "user_terminated"
-                    break
-                if not trustee:
-                    record.user_turns += 1
-                appended = [{"role": "user", "content": answer.reply}]
-                if ended:  # TRUSTEE appends the empty reply, then ends
-                    record.stop_reason = "user_terminated"
-            previous = list(messages)
-            messages.extend(appended)
-            merged = self._merge_replies(previous, messages, runtime, tools)
-            mask, logprobs = self.continuous_token_builder.align_response_metadata(merged, mask, logprobs)
-            runtime = merged.token_ids
-            if record.stop_reason == "user_terminated":
+            state = LoopState(record, spec, len(mask), self.response_length, turn)
+            if reason := rules.stop_reason("after_generation", state):
+                record.stop_reason = reason
                 break
-            if len(mask) >= self.response_length:
-                record.stop_reason = "response_length"
+            messages.append(turn.message)
+            conversation.append(turn.shown)
+            if reason := rules.stop_reason("before_acting", state):
+                record.stop_reason = reason
+                break
+            if turn.attempted_call:
+                replies = await run_tool_turn(sim, task, history(), turn, record, spec, self.max_parallel_calls,
+                                              self.max_tool_response_chars, rules)
+            else:
+                replies = await self._user_turn(sim, task, history(), spec, record)
+            if rules.counts_attempted_turns or not (replies.aborted or replies.ended):
+                if turn.attempted_call:
+                    record.tool_turns += 1
+                else:
+                    record.user_turns += 1
+            if replies.aborted:
+                if rules.shows_failed_replies:
+                    conversation.extend(replies.messages)
+                break
+            conversation.extend(replies.messages)
+            if replies.messages:
+                previous = list(messages)
+                messages.extend(replies.messages)
+                merged = self._merge_replies(previous, messages, runtime, tools)
+                mask, logprobs = self.continuous_token_builder.align_response_metadata(merged, mask, logprobs)
+                runtime = merged.token_ids
+            if replies.ended:
+                record.stop_reason = "user_terminated"
                 break
 
-        if record.outcome == "ok" or (trustee and record.abort_cause != "auth"):
+        if rules.verifies(record):
             await self._verify(sim, task, history(), spec, record)
-        if trustee and record.tool_call_turns == 0:
-            record.reward, record.no_call_penalty = -1.0, True
+        rules.score(record, task)
         record.num_turns = len(messages) - 1
         record.transcript = messages[1:]
         response = runtime[len(prompt_ids):]
         return self._output(prompt_ids, response, mask, logprobs, record, started)
+
+    async def _task(self, sim: SimulatorClient, spec: EpisodeSpec, record: EpisodeRecord,
+                    messages: list[dict]) -> tuple[SimulatedTask | None, list[int]]:
+        """The episode's task and its prompt tokens, with the task's first query appended to `messages`.
+
+        A mode may replace a task the simulator could not make, or whose prompt is over the prompt budget, by
+        another under a derived key (`<task_key>.rN`): every episode of the group derives the same keys and
+        gets the same verdicts (a too-long prompt is too long for each; a trustee-mode simulator keeps a key's
+        failure), so the group stays on one task. Without one, the episode is aborted (no task: (None, the
+        system prompt's tokens)). A prompt is never cut: verl would cut it from the left (system prompt and
+        tools first) with only a log warning.
+        """
+        prompt_ids: list[int] = []
+        for attempt in range(self.rules.task_attempts):
+            key = spec.task_key if attempt == 0 else f"{spec.task_key}.r{attempt}"
+            got = await sim.task(TaskRequest(task_key=key, difficulty=spec.difficulty, step=spec.step,
+                                             episode_id=spec.episode_id))
+            record.simulator_tokens += got.prompt_tokens + got.completion_tokens
+            if got.outcome == "aborted" or got.task is None:
+                cause, detail = got.abort_cause, got.abort_detail or "no task in the answer"
+                prompt_ids = self.continuous_token_builder.build_initial_tokens(messages)
+                continue
+            task = got.task
+            attempt_messages = [*messages, {"role": "user", "content": task.first_user_query}]
+            prompt_ids = self.continuous_token_builder.build_initial_tokens(
+                attempt_messages, tools=[tool.model_dump(mode="json") for tool in task.tools])
+            if len(prompt_ids) > self.prompt_length:
+                cause, detail = "too_large", (f"the task's prompt is {len(prompt_ids)} tokens, over the "
+                                              f"{self.prompt_length}-token prompt budget (TRUSTEE drops such tasks)")
+                prompt_ids = prompt_ids[-self.prompt_length:]
+                continue
+            messages.append(attempt_messages[-1])
+            record.task_key, record.tasks_replaced = key, attempt
+            record.task_id, record.call_expected = task.task_id, task.call_expected
+            return task, prompt_ids
+        record.tasks_replaced = self.rules.task_attempts - 1
+        record.abort("task", cause, detail)
+        return None, prompt_ids
+
+    async def _user_turn(self, sim: SimulatorClient, task: SimulatedTask, history: list, spec: EpisodeSpec,
+                         record: EpisodeRecord) -> Replies:
+        answer = await sim.user(UserRequest(task_key=task.task_key, history=history, step=spec.step,
+                                            episode_id=spec.episode_id))
+        record.simulator_tokens += answer.prompt_tokens + answer.completion_tokens
+        if answer.outcome == "aborted":
+            record.abort("user", answer.abort_cause, answer.abort_detail)
+            return Replies([{"role": "user", "content": self.rules.user_failed_text}], aborted=True)
+        if answer.reward is not None:
+            record.user_rewards.append(float(answer.reward))
+        ended = self.rules.user_ended(answer)
+        reply = [{"role": "user", "content": answer.reply}]
+        return Replies(reply if self.rules.keeps_final_reply or not ended else [], ended=ended)
 
     def _merge_replies(self, previous: list[dict], messages: list[dict], runtime: list[int],
                        tools: list[dict]):
@@ -309,20 +308,10 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             return
         record.verifier_reward = verdict.reward
         record.reward = float(verdict.reward)
-        if self.trustee is None and task.call_expected and record.tool_call_turns == 0:
-            record.reward, record.no_call_penalty = -1.0, True
-
-    def _decode(self, token_ids: list[int]) -> str:
-        ids = list(token_ids)
-        while ids and ids[-1] in self.stop_ids:
-            ids.pop()
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
 
     def _output(self, prompt_ids, response_ids, mask, logprobs, record: EpisodeRecord, started: float):
         if record.outcome == "aborted":
             mask = [0] * len(mask)
-            if self.trustee is None:
-                record.reward = 0.0
         record.response_length = len(response_ids)
         record.policy_tokens = sum(mask)
         record.seconds = round(time.monotonic() - started, 4)
@@ -339,51 +328,3 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             reward_score=record.reward, num_turns=record.num_turns + 1,
             metrics=AgentLoopMetrics(), extra_fields={"episode": record.model_dump(mode="json")},
         )
-
-
-def _assistant_message(parsed) -> dict:
-    message: dict[str, Any] = {"role": "assistant", "content": parsed.content}
-    if parsed.reasoning is not None:
-        message["reasoning_content"] = parsed.reasoning
-    if parsed.tool_calls:
-        message["tool_calls"] = [call.model_dump(mode="json") for call in parsed.tool_calls]
-    return message
-
-
-def _at_a_limit(record: EpisodeRecord, spec: EpisodeSpec, used: int, budget: int, calls: bool) -> str | None:
-    """The toolcanary rule, after a generation joined the history: stop when a count has reached its limit."""
-    if used >= budget:
-        return "response_length"
-    if record.assistant_turns >= spec.max_assistant_turns:
-        return "assistant_turns"
-    if calls and record.tool_turns >= spec.max_tool_turns:
-        return "tool_turns"
-    if not calls and record.user_turns >= spec.max_user_turns:
-        return "user_turns"
-    return None
-
-
-def _over_a_limit(record: EpisodeRecord, spec: EpisodeSpec, used: int, budget: int) -> str | None:
-    """TRUSTEE's rule, in its order, after each generation: stop when a count has gone over its limit (0: none)."""
-    if used >= budget:
-        return "response_length"
-    for reason, count, limit in (("assistant_turns", record.assistant_turns, spec.max_assistant_turns),
-                                 ("user_turns", record.user_turns, spec.max_user_turns),
-                                 ("tool_turns", record.tool_turns, spec.max_tool_turns)):
-        if limit and count > limit:
-            return reason
-    return None
-
-
-def _history(messages: list[dict], written: dict[int, str] | None) -> list:
-    """The conversation in contract shapes, for the simulator.
-
-    toolcanary (`written` None): after the system prompt, which stays with the policy. trustee: all of it, each
-    assistant message carrying the policy's text as written (reasoning and call tags included).
-    """
-    if written is None:
-        return _MESSAGES.validate_python(messages[1:])
-    view = [{"role": "assistant", "content": written[i], **({"tool_calls": m["tool_calls"]} if "tool_calls" in m
-                                                            else {})} if i in written else m
-            for i, m in enumerate(messages)]
-    return _MESSAGES.validate_python(view)

@@ -5,7 +5,10 @@ mask: the simulator failed them, the policy did not) each in a group of its own,
 to the loss and leaves its task group's mean and standard deviation as they would be without it, as
 TRUSTEE's tgrpo estimator does. It is registered with verl as `toolcanary_grpo` (the GPU recipe's
 `algorithm.adv_estimator`); the CPU update below calls the same function. The rest of the CPU update is
-verl's too: clipped policy loss, low-variance KL to a frozen reference, token-mean aggregation.
+verl's too: clipped policy loss, low-variance KL to a frozen reference, and verl's loss aggregation over the
+whole batch: `seq-mean-token-mean` by default (each episode's token mean, averaged over every episode of the
+batch, aborted ones counted in the divisor), which is TRUSTEE's weighting (its actor takes a token mean per
+micro-batch of one episode and scales it by 1/gradient accumulation); `token-mean` weighs each token alike.
 
     stats = grpo_update(policy, reference, optimizer, outputs, config=GrpoConfig())
 """
@@ -54,7 +57,7 @@ class GrpoConfig:
     clip_ratio: float = 0.2
     kl_coef: float = 0.001
     kl_type: str = "low_var_kl"
-    loss_agg_mode: str = "token-mean"
+    loss_agg_mode: str = "seq-mean-token-mean"
     max_grad_norm: float = 1.0
 
 
@@ -136,7 +139,8 @@ def _update(policy, reference, optimizer, outputs: list[AgentLoopOutput], config
     width = batch.response_mask.shape[1]
     loss_config = OmegaConf.create({"clip_ratio": config.clip_ratio, "clip_ratio_low": config.clip_ratio,
                                     "clip_ratio_high": config.clip_ratio, "clip_ratio_c": 3.0,
-                                    "global_batch_info": {"batch_num_tokens": tokens, "dp_size": 1}})
+                                    "global_batch_info": {"batch_num_tokens": tokens, "dp_size": 1,
+                                                          "global_batch_size": len(outputs)}})
     policy.train()
     optimizer.zero_grad(set_to_none=True)
     totals = {"loss": 0.0, "pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "pg_clipfrac": 0.0}
@@ -154,7 +158,7 @@ def _update(policy, reference, optimizer, outputs: list[AgentLoopOutput], config
         pg_loss, pg_metrics = compute_policy_loss_vanilla(old, new, advantages[row: row + 1], mask,
                                                           config.loss_agg_mode, loss_config)
         kl_loss = agg_loss(kl_penalty(new, ref, config.kl_type), mask, config.loss_agg_mode,
-                           batch_num_tokens=tokens)
+                           batch_num_tokens=tokens, global_batch_size=len(outputs))
         loss = pg_loss + config.kl_coef * kl_loss
         loss.backward()
         share = float(mask.sum()) / tokens

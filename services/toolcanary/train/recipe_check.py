@@ -238,8 +238,9 @@ def _check_agent_loop_mode(config, report: RecipeReport) -> None:
                             repr(mode), "Set TOOLCANARY_TRAIN_MODE for both (train.sh does)")
     if mode == "trustee":
         checkout = TrusteeCheckout.open(options.get("trustee_dir") or "")
-        report.passed(f"agent loop mode trustee: the TRUSTEE checkout at {checkout.root} is at the pinned commit "
-                      "and has every file the mode reads")
+        checkout.tool_parser_module()  # the agent loop reads calls with it: it must import in this environment
+        report.passed(f"agent loop mode trustee: the TRUSTEE checkout at {checkout.root} is at the pinned commit, "
+                      "has every file the mode reads, and its tool parser imports")
     else:
         report.passed(f"agent loop mode {mode}")
 

@@ -57,7 +57,8 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     clip_ratio: float = Field(0.2, description="PPO clip ratio")
     kl_coef: float = Field(0.001, description="weight of the KL loss")
     kl_type: str = Field("low_var_kl", description="verl's KL estimator")
-    loss_agg_mode: str = Field("token-mean", description="verl's loss aggregation")
+    loss_agg_mode: str = Field("seq-mean-token-mean", description="verl's loss aggregation (seq-mean-token-mean: "
+                               "each episode weighs alike, TRUSTEE's weighting; token-mean: each token)")
     temperature: float = Field(1.0, description="sampling temperature of the rollouts")
     top_p: float = Field(1.0, description="nucleus sampling of the rollouts")
     # Token budgets: the whole trajectory (response_length) and one policy turn.

@@ -5,14 +5,20 @@
 
 Every call is tried `1 + retries` times (the task author `1 + retries_task`), with a fixed or doubling pause; an
 attempt fails on a timeout, an upstream error, unreadable JSON (`parse`) or JSON that does not fit the role
-(`validation`). After the last attempt the response is `aborted` with the last cause and no reward.
+(`validation`). After the last attempt the response is `aborted` with the last cause and no reward. Within an
+attempt the request itself is re-sent up to `sdk_retries` times on a timeout, a connection error or a status
+the OpenAI SDK retries (`upstream`); the role's `retries` (record and metric) count those re-sends too.
 
 The mode decides the prompts and what is decided without a model. `toolcanary`: the project's prompts
 (`prompts`); a call to a tool the task does not offer or with arguments its schema rejects gets tool reward -1,
 any call on an abstention task and no call on a task that needs one get verifier -1, all locally and exactly.
 `trustee`: TRUSTEE's templates (`prompts_trustee`) and its rules: only the tool's name is checked, the tool role
 judges the arguments (ToolBench's own defaults, such as "500" for a number, reach it); the verifier is always
-asked (the trainer applies TRUSTEE's no-call penalty); answers are read as TRUSTEE reads them.
+asked (the trainer applies TRUSTEE's no-call penalty); the tool, user and verifier answers are read and checked
+as TRUSTEE's simulator does (`json_output.read_trustee_json`, `outputs.Trustee*Output`), and each request is
+re-sent as TRUSTEE's OpenAI client re-sends it (2 times, `sdk_retries`). That behaviour is implemented from
+reading TRUSTEE's `verl/recipe/trustee/simulator.py`: the module imports verl's agent loop when it is imported,
+which the simulator image does not carry, so it cannot be called from the checkout as the templates are.
 """
 
 from __future__ import annotations
@@ -42,7 +48,12 @@ from toolcanary.simulator.backend import RoleOutput
 from toolcanary.simulator.calls import executed_calls, rng_for, task_id_for
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.llm import prompts, prompts_trustee
-from toolcanary.simulator.llm.json_output import OutputParseError, read_json_object, read_trustee_json
+from toolcanary.simulator.llm.json_output import (
+    OutputParseError,
+    read_json_object,
+    read_trustee_author_json,
+    read_trustee_json,
+)
 from toolcanary.simulator.llm.outputs import (
     AuthorOutput,
     ToolOutput,
@@ -87,6 +98,7 @@ class LlmBackend:
         self.pool = UpstreamPool(settings, metrics)
         self.trustee = TrusteeCheckout.open(settings.trustee_dir) if settings.mode == "trustee" else None
         self.read_json = read_trustee_json if self.trustee else read_json_object
+        self.read_author_json = read_trustee_author_json if self.trustee else read_json_object
 
     async def unavailable(self) -> list[dict[str, str]]:
         return await self.pool.unavailable()
@@ -98,6 +110,7 @@ class LlmBackend:
         tries = 1 + (settings.retries_task if author else settings.retries)
         timeout_s = settings.timeout_s_task if author else settings.timeout_s
         pause_s = settings.backoff_s_task if author else settings.backoff_s
+        read_json = self.read_author_json if author else self.read_json
         for attempt in range(tries):
             if attempt:
                 attempts.retries += 1
@@ -106,14 +119,16 @@ class LlmBackend:
             try:
                 completion = await self.pool.complete(messages, max_tokens, timeout_s, author=author)
             except UpstreamError as err:
+                attempts.retries += err.resends
                 attempts.cause, attempts.detail = err.cause, err.detail
                 log.warning("%s attempt %d/%d: %s", role, attempt + 1, tries, err)
                 continue
+            attempts.retries += completion.resends
             attempts.prompt_tokens += completion.prompt_tokens
             attempts.completion_tokens += completion.completion_tokens
             repaired = False
             try:
-                data, repaired = self.read_json(completion.text)
+                data, repaired = read_json(completion.text)
                 return read(data), attempts
             except OutputParseError as err:
                 attempts.cause, attempts.detail = "parse", str(err)
@@ -150,6 +165,7 @@ class LlmBackend:
             task_id=task_id_for(self.settings.seed, request.task_key), task_key=request.task_key,
             category=tools[0].category, tools=schemas,
             expected_tool_calls=[ExpectedCall(name=n) for n in output.expected_tool_calls],
+            expected_tool_calls_as_written=output.calls_as_written if self.trustee else None,
             user_intent=output.user_intent, user_persona=output.user_persona,
             first_user_query=output.first_user_query, difficulty=difficulty, call_expected=not abstain,
         )
@@ -162,7 +178,7 @@ class LlmBackend:
                 return RoleOutput(ToolResponse(result=f"Error: Tool {call.function.name} not found", is_error=True,
                                                reward=-1))
             messages = prompts_trustee.tool(self.trustee, task, request.history, call)
-            reader = TrusteeToolOutput.model_validate
+            reader = TrusteeToolOutput.read
         else:
             error = validate_call(task, call)
             if error is not None:
@@ -178,7 +194,7 @@ class LlmBackend:
     async def user(self, task: SimulatedTask, request: UserRequest) -> RoleOutput:
         if self.trustee:
             messages = prompts_trustee.user(self.trustee, task, request.history)
-            reader = TrusteeUserOutput.model_validate
+            reader = TrusteeUserOutput.read
         else:
             messages = [{"role": "user", "content": prompts.user(task, request.history)}]
             reader = UserOutput.model_validate
@@ -193,7 +209,7 @@ class LlmBackend:
         trajectory = request.trajectory
         if self.trustee:
             messages, criteria = prompts_trustee.verifier(self.trustee, task, trajectory, request.num_criteria)
-            reader = TrusteeVerifierOutput.model_validate
+            reader = TrusteeVerifierOutput.read
         else:
             prompt, criteria = prompts.verifier(task, trajectory, request.num_criteria)
             called = bool(executed_calls(trajectory))

@@ -3,17 +3,32 @@
 Rewards must be -1, 0 or 1 (the strings "-1", "0", "1" are accepted; booleans and other numbers are not).
 A tool `result` given as an object or list is kept as its JSON text: tool results often are JSON.
 
-The `trustee` mode reads answers as TRUSTEE's simulator does (`Trustee*Output`): only the keys it needs
-(the verifier's `reasoning` is optional), any number as the reward, clamped to [-1, 1] and kept as a float (0.5
-stays 0.5), the tool result and user response as text whatever their JSON type.
+The `trustee` mode checks the tool, user and verifier answers as TRUSTEE's simulator does (`Trustee*Output`,
+implemented from reading `verl/recipe/trustee/simulator.py`, which cannot be imported without verl): the answer
+must be a JSON object with the role's keys (tool: `result` and `reward`; user: `response` and `reward`;
+verifier: `reward`); the reward is Python's `float()` of the value, clamped to [-1, 1] and kept as it is (0.5
+stays 0.5); the tool result and the user's reply are Python's `str()` of the value, so an object reads as
+`{'a': 1}` and null as `None`. Its task author needs only a non-blank first query (`TrusteeAuthorOutput`),
+and keeps its expected calls as written besides their names.
+
+    output = TrusteeToolOutput.read({"result": {"a": 1}, "reward": "0.5"})  # result "{'a': 1}", reward 0.5
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    JsonValue,
+    field_validator,
+    model_validator,
+)
 
 
 def _ternary(value: Any) -> Any:
@@ -26,20 +41,12 @@ def _ternary(value: Any) -> Any:
     return value
 
 
-def _clamped(value: Any) -> float:
-    if isinstance(value, bool):  # float(True) is 1.0; TRUSTEE's float() would accept it, a score it is not
-        raise ValueError("reward must be a number, not a boolean")
-    return max(-1.0, min(1.0, float(value)))
-
-
 def _json_text(value: Any) -> Any:
     return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
 
 
 Ternary = Annotated[Literal[-1, 0, 1], BeforeValidator(_ternary)]
-Clamped = Annotated[float, BeforeValidator(_clamped)]
 ResultText = Annotated[str, BeforeValidator(_json_text)]
-AnyText = Annotated[str, BeforeValidator(lambda value: str(_json_text(value)))]
 
 
 class _Output(BaseModel):
@@ -94,12 +101,24 @@ class VerifierOutput(_Output):
 
 
 class TrusteeAuthorOutput(_Output):
-    """Only a non-blank first query is required; expected calls that are not a list become [] (unchecked)."""
+    """Only a non-blank first query is required; expected calls that are not a list become [] (unchecked).
+
+    `expected_tool_calls` holds their names (what the rest of the project compares); `calls_as_written` the list
+    as the author wrote it, which TRUSTEE hands its verifier unchanged."""
 
     expected_tool_calls: list[str] = Field(default_factory=list)
+    calls_as_written: list[JsonValue] = Field(default_factory=list)
     user_intent: str = ""
     user_persona: str = ""
     first_user_query: str = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_as_written(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            calls = data.get("expected_tool_calls")
+            data = {**data, "calls_as_written": calls if isinstance(calls, list) else []}
+        return data
 
     @field_validator("expected_tool_calls", mode="before")
     @classmethod
@@ -119,17 +138,63 @@ class TrusteeAuthorOutput(_Output):
         return value.strip() if isinstance(value, str) else value
 
 
-class TrusteeToolOutput(_Output):
-    result: AnyText
-    reward: Clamped
+def _trustee_reward(answer: dict[str, Any]) -> float:
+    try:
+        reward = float(answer["reward"])
+    except TypeError as err:  # null, a list or an object
+        raise ValueError(f"reward is not a number: {err}") from err
+    except OverflowError as err:  # an integer too large for a float; TRUSTEE would not catch it at all
+        raise ValueError(f"reward is out of a float's range: {err}") from err
+    # NaN fails both comparisons, so it is clamped too, and comes out as 1.0 (min() keeps its first argument).
+    return reward if -1 <= reward <= 1 else max(-1.0, min(1.0, reward))
+
+
+def _trustee_object(answer: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise ValueError(f"the answer must be a dict (a JSON object), got {type(answer).__name__}")
+    for key in keys:
+        if key not in answer:
+            raise ValueError(f"the answer lacks the '{key}' field")
+    return answer
+
+
+@dataclass(frozen=True)
+class TrusteeToolOutput:
+    """`result` shown to the policy as `str()` of the value; `is_error` is not TRUSTEE's and read only if true."""
+
+    result: str
+    reward: float
     is_error: bool = False
 
+    @classmethod
+    def read(cls, answer: Any) -> TrusteeToolOutput:
+        """Raises: ValueError (a `validation` failure)."""
+        answer = _trustee_object(answer, ("result", "reward"))
+        return cls(str(answer["result"]), _trustee_reward(answer), answer.get("is_error") is True)
 
-class TrusteeUserOutput(_Output):
-    response: AnyText
-    reward: Clamped
+
+@dataclass(frozen=True)
+class TrusteeUserOutput:
+    response: str
+    reward: float
+
+    @classmethod
+    def read(cls, answer: Any) -> TrusteeUserOutput:
+        """Raises: ValueError (a `validation` failure)."""
+        answer = _trustee_object(answer, ("response", "reward"))
+        return cls(str(answer["response"]), _trustee_reward(answer))
 
 
-class TrusteeVerifierOutput(_Output):
-    reward: Clamped
+@dataclass(frozen=True)
+class TrusteeVerifierOutput:
+    """Only the reward counts; a `reasoning` is kept for the record when there is one, never required."""
+
+    reward: float
     reasoning: str = ""
+
+    @classmethod
+    def read(cls, answer: Any) -> TrusteeVerifierOutput:
+        """Raises: ValueError (a `validation` failure)."""
+        answer = _trustee_object(answer, ("reward",))
+        reasoning = answer.get("reasoning")
+        return cls(_trustee_reward(answer), "" if reasoning is None else str(reasoning))

@@ -7,7 +7,9 @@ turns the contract's task and history into the arguments TRUSTEE passes (`simula
 - the history as `{"role", "content"}` dicts, the policy's system prompt first, the assistant's text as the
   policy wrote it (the trainer's trustee mode sends it so);
 - "the user's original query" as the conversation's first message, which in TRUSTEE is the policy's system
-  prompt (its agent loop reads `messages[0]`); the task's first query when the history has no system message.
+  prompt (its agent loop reads `messages[0]`); the task's first query when the history has no system message;
+- a call as `{"name", "arguments"}` with the arguments as decoded, of any JSON type;
+- the verifier's expected calls as the task author wrote them (`SimulatedTask.expected_tool_calls_as_written`).
 
 Each function returns the chat messages of the call and, for the verifier, the criteria it applied.
 """
@@ -44,8 +46,10 @@ def task_author(checkout: TrusteeCheckout, tools: list[ToolSchema], difficulty: 
 
 
 def tool(checkout: TrusteeCheckout, task: SimulatedTask, history: list[Message], call: ToolCall) -> list[dict]:
-    prompt = checkout.tool_prompt(_history(history), call.function.model_dump(mode="json"), _tools(task.tools),
-                                  user_intent=task.user_intent)
+    # The arguments go in as the decoded JSON value, whatever its type (a list, a number, null...): TRUSTEE's
+    # agent loop json.loads them and writes {"name", "arguments"} into the call text, nothing more.
+    function = {"name": call.function.name, "arguments": call.function.arguments}
+    prompt = checkout.tool_prompt(_history(history), function, _tools(task.tools), user_intent=task.user_intent)
     return _user_message(prompt)
 
 
@@ -59,6 +63,14 @@ def verifier(checkout: TrusteeCheckout, task: SimulatedTask, trajectory: list[Me
              num_criteria: int) -> tuple[list[dict], list[str]]:
     prompt, criteria = checkout.verifier_prompt(
         _history(trajectory), _original_query(task, trajectory), _tools(task.tools),
-        expected_tool_calls=[c.name for c in task.expected_tool_calls], user_intent=task.user_intent,
+        expected_tool_calls=_expected_calls(task), user_intent=task.user_intent,
         user_persona=task.user_persona, num_criteria=num_criteria)
     return _user_message(prompt), criteria
+
+
+def _expected_calls(task: SimulatedTask) -> list:
+    """The author's expected calls as it wrote them (names, objects with arguments, anything), as TRUSTEE hands
+    them to its verifier; a task stored without that list (before contract 1.6) gives the names."""
+    if task.expected_tool_calls_as_written is not None:
+        return task.expected_tool_calls_as_written
+    return [c.name for c in task.expected_tool_calls]

@@ -6,6 +6,16 @@ gets less work. One attempt = one HTTP request under a hard timeout; failures ar
 The client is aiohttp: httpx's AsyncClient stalls at high concurrency (encode/httpx#3215; measured in LOG.md),
 far below what the simulator must sustain.
 
+Within one attempt a request is re-sent up to `sdk_retries` times (trustee mode 2, toolcanary mode 0), by the
+rule of the OpenAI Python SDK's client (`_base_client.py` at openai 2.14.0, the version TRUSTEE pins), whose
+default of 2 TRUSTEE keeps: a timeout or a connection error is re-sent; an HTTP error status is re-sent when
+the answer's `x-should-retry` header says "true", never when it says "false", else for 408, 409, 429 and any
+status from 500. The pause before the n-th re-send (n from 0) is what `Retry-After-Ms` (milliseconds), else
+`Retry-After` (seconds, or an HTTP date) asks when that is more than 0 and at most 60 s, else
+min(0.5 * 2**n, 8) s shortened by a random 0-25 %. Each request has its own timeout, as the SDK's has, and goes
+to the least-loaded upstream. A body that is not a chat completion is not re-sent (the SDK reads it after its
+loop).
+
 `unavailable()` is the simulator's /health probe: GET <root>/health of every upstream (vLLM's liveness
 endpoint, outside /v1), or GET <root>/v1/models where /health is 404 (an OpenAI-compatible server that is not
 vLLM), each under a short timeout, all at once, and cached for a few seconds so that health checks cost the
@@ -15,10 +25,13 @@ upstreams next to nothing.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import itertools
 import json
 import logging
+import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -29,18 +42,73 @@ from toolcanary.simulator.settings import SimulatorSettings
 log = logging.getLogger(__name__)
 
 
+# The OpenAI SDK's retry pacing (openai 2.14.0, `_constants.py` and `_base_client.py`).
+SDK_FIRST_DELAY_S = 0.5
+SDK_MAX_DELAY_S = 8.0
+SDK_MAX_RETRY_AFTER_S = 60.0
+
+
 @dataclass
 class Completion:
     text: str
     prompt_tokens: int
     completion_tokens: int
     upstream: str
+    resends: int = 0  # requests re-sent within the attempt before this answer came
 
 
 class UpstreamError(Exception):
-    def __init__(self, cause: str, detail: str) -> None:
-        self.cause, self.detail = cause, detail
+    """A request that failed: `cause` is `timeout` or `upstream`; `resendable` whether the SDK's rule re-sends it
+    (with the failed answer's `headers`, for its pause); `resends` the re-sends made before it gave up."""
+
+    def __init__(self, cause: str, detail: str, resendable: bool = False,
+                 headers: Mapping[str, str] | None = None) -> None:
+        self.cause, self.detail, self.resendable, self.headers = cause, detail, resendable, headers
+        self.resends = 0
         super().__init__(f"{cause}: {detail}")
+
+
+def _header(headers: Mapping[str, str] | None, name: str) -> str | None:
+    """A header's value as httpx reads it (the SDK's client): repeated headers joined with ", "."""
+    if headers is None:
+        return None
+    getall = getattr(headers, "getall", None)
+    values = getall(name, []) if getall is not None else ([headers[name]] if name in headers else [])
+    return ", ".join(values) if values else None
+
+
+def sdk_should_resend(status: int, headers: Mapping[str, str] | None) -> bool:
+    """Whether the OpenAI SDK re-sends a request answered with this error status (400 or more)."""
+    verdict = _header(headers, "x-should-retry")
+    if verdict in ("true", "false"):  # the server says, and the SDK obeys
+        return verdict == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def _retry_after_s(headers: Mapping[str, str] | None) -> float | None:
+    """The wait an answer asks for, in seconds, read as the SDK reads it (None: it asks for none)."""
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = _header(headers, name)
+        if value is None:
+            continue
+        try:
+            return float(value) / scale
+        except ValueError:
+            continue
+    try:
+        date = email.utils.parsedate_tz(_header(headers, "retry-after"))
+        return None if date is None else float(email.utils.mktime_tz(date) - time.time())
+    except (ValueError, OverflowError):  # a date no clock can reach: no wait asked
+        return None
+
+
+def sdk_resend_delay_s(resent: int, headers: Mapping[str, str] | None = None) -> float:
+    """The SDK's pause before a re-send, `resent` re-sends having been made before it."""
+    asked = _retry_after_s(headers)
+    if asked is not None and 0 < asked <= SDK_MAX_RETRY_AFTER_S:
+        return asked
+    backoff = min(SDK_FIRST_DELAY_S * 2.0 ** min(resent, 1000), SDK_MAX_DELAY_S)
+    return max(0.0, backoff * (1 - 0.25 * random.random()))
 
 
 def chat_url(base: str) -> str:
@@ -89,25 +157,46 @@ class UpstreamPool:
     async def complete(self, messages: list[dict[str, str]], max_tokens: int, timeout_s: float,
                        author: bool = False) -> Completion:
         """One chat completion of `messages`; sampling values the settings leave at None are not sent, and the
-        frequency penalty goes with role calls only (TRUSTEE's task author sends none).
+        frequency penalty goes with role calls only (TRUSTEE's task author sends none). A failed request is
+        re-sent by the SDK's rule (module docstring), at most `sdk_retries` times.
 
         Raises:
-            UpstreamError: timeout, connection failure, an HTTP error status or a malformed body.
+            UpstreamError: timeout, connection failure, an HTTP error status or a malformed body, after the
+                re-sends (`resends` says how many were made).
         """
-        url = self.pick()
         body: dict = {"model": self.settings.model, "messages": messages, "max_tokens": max_tokens,
                       "chat_template_kwargs": {"enable_thinking": self.settings.enable_thinking}}
         if self.settings.temperature is not None:
             body["temperature"] = self.settings.temperature
         if self.settings.frequency_penalty is not None and not author:
             body["frequency_penalty"] = self.settings.frequency_penalty
+        resends = 0
+        while True:
+            try:
+                completion = await self._request(body, timeout_s)
+            except UpstreamError as err:
+                if not err.resendable or resends >= self.settings.sdk_retries:
+                    err.resends = resends
+                    raise
+                pause = sdk_resend_delay_s(resends, err.headers)
+                log.info("re-sending a request (%d of %d) in %.2f s: %s", resends + 1, self.settings.sdk_retries,
+                         pause, err)
+                await asyncio.sleep(pause)
+                resends += 1
+                continue
+            completion.resends = resends
+            return completion
+
+    async def _request(self, body: dict, timeout_s: float) -> Completion:
+        url = self.pick()
         self.in_flight[url] += 1
         result = "ok"
         try:
-            status, raw = await asyncio.wait_for(self._post(url, body), timeout_s)
+            status, headers, raw = await asyncio.wait_for(self._post(url, body), timeout_s)
             if status >= 400:
                 result = f"http_{status // 100}xx"
-                raise UpstreamError("upstream", f"{url} answered HTTP {status}: {raw[:200]!r}")
+                raise UpstreamError("upstream", f"{url} answered HTTP {status}: {raw[:200]!r}",
+                                    resendable=sdk_should_resend(status, headers), headers=headers)
             try:
                 data = json.loads(raw)
                 message = data["choices"][0]["message"]
@@ -120,17 +209,17 @@ class UpstreamPool:
                               url)
         except TimeoutError as err:
             result = "timeout"
-            raise UpstreamError("timeout", f"{url} did not answer within {timeout_s:g} s") from err
+            raise UpstreamError("timeout", f"{url} did not answer within {timeout_s:g} s", resendable=True) from err
         except aiohttp.ClientError as err:
             result = "connect_error"
-            raise UpstreamError("upstream", f"{url}: {type(err).__name__}: {err}") from err
+            raise UpstreamError("upstream", f"{url}: {type(err).__name__}: {err}", resendable=True) from err
         finally:
             self.in_flight[url] -= 1
             self.metrics.inc("upstream_requests_total", upstream=url, result=result)
 
-    async def _post(self, url: str, body: dict) -> tuple[int, bytes]:
+    async def _post(self, url: str, body: dict) -> tuple[int, Mapping[str, str], bytes]:
         async with self._client().post(url, json=body) as response:
-            return response.status, await response.read()
+            return response.status, response.headers, await response.read()
 
     async def unavailable(self) -> list[dict[str, str]]:
         """The upstreams that fail a health probe now, each as {"upstream", "url", "error"}; [] when all answer.
