@@ -153,7 +153,7 @@ def stack_folders(env_text: str | None, root: Path = ROOT) -> list[Path]:
     """The folders of STACK_FOLDERS for this RUN and MODEL_CACHE (the run's own ones only when RUN is set)."""
     run = compose_value("RUN", env_text)
     cache = os.path.expanduser(os.path.expandvars(compose_value("MODEL_CACHE", env_text) or DEFAULT_CACHE))
-    if run and not RUN_ID.match(run):
+    if run and not RUN_ID.fullmatch(run):
         raise ValueError(f"RUN={run!r} is not a run id: 1-100 letters, digits, '.', '_' or '-', starting with a "
                          "letter or digit")
     # Without RUN, Compose stops and says so; the other folders are made all the same.
@@ -237,7 +237,8 @@ def write_or_check(args: argparse.Namespace) -> int:
         return 0
     text = fill_ids(args.example.read_text(), args.uid, args.gid)
     try:
-        with args.out.open("x") as handle:  # "x": never overwrite, even a .env created a moment ago
+        # "x": never overwrite, even a .env created a moment ago; 0600: it holds the simulator's token.
+        with os.fdopen(os.open(args.out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
             handle.write(text)
     except FileExistsError:
         print(f"{args.out} appeared while writing it and was left unchanged", file=sys.stderr)

@@ -150,10 +150,13 @@ class ServiceSettings(BaseSettings):
             expected = f"a value of type {getattr(_kind(cls.model_fields[field].annotation)[0], '__name__', 'str')}"
         elif first["type"] == "string_pattern_mismatch" and first.get("ctx", {}).get("pattern") == RUN_ID_PATTERN:
             expected = RUN_ID_RULE
+        got = repr(first.get("input"))[:200]
+        if any(word in field for word in ("token", "key", "secret", "password")):
+            got = f"a value of {len(str(first.get('input') or ''))} characters (not shown)"
         # The variable ends the place named, so a message reads "... or VARIABLE: expected ..., got ...".
         return ContractError(
             f"setting {field}, flag {cls.flag(field)} or environment variable {' / '.join(cls.env_names(field))}",
-            expected, repr(first.get("input"))[:200], "Fix the flag or the environment variable.",
+            expected, got, "Fix the flag or the environment variable.",
         )
 
 

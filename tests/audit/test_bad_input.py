@@ -67,7 +67,7 @@ def test_damaged_task_lines_are_skipped_counted_and_the_rest_still_audited(dirs,
         },
     )
     (dirs["runs"] / RUN / "simulator" / "step_0002.jsonl").write_bytes(
-        b"\xff\xfe broken bytes\n" + good.encode()
+        b"\xff\xfe broken bytes\n" + good.encode() + b"\n"
     )
     code, out, _ = cli(*dirs["args"])
     assert code == 0
@@ -81,6 +81,19 @@ def test_damaged_task_lines_are_skipped_counted_and_the_rest_still_audited(dirs,
     md = (dirs["results"] / RUN / "audit" / "audit.md").read_text()
     assert "1 distinct tasks from 2 files" in md and "2 repeats" in md
     assert "lines skipped: 1 aborted task call, 1 no valid SimulatedTask in response.task, 2 not JSON" in md
+
+
+def test_a_task_whose_text_holds_a_unicode_line_separator_is_read_whole(dirs, fx, cli):
+    # The simulator writes records with raw non-ASCII text and reads them back line by "\n"; so must the audit.
+    aquarium = fx.CLEAN_TOOLS["home"]["Aquarium"]
+    records = [fx.task_record(RUN, "sep-2028", "feed the fish\u2028then the cat", "i", aquarium),
+               fx.task_record(RUN, "sep-0085", "clean the tank\u0085today", "i", aquarium)]
+    assert all("\u2028" in r or "\u0085" in r for r in records)  # written raw, not escaped
+    fx.write_steps(dirs["runs"], RUN, {1: records})
+    code, out, _ = cli(*dirs["args"])
+    assert code == 0, out
+    md = (dirs["results"] / RUN / "audit" / "audit.md").read_text()
+    assert "2 distinct tasks from 1 files" in md and "skipped" not in out
 
 
 def test_a_run_that_persisted_no_tasks_says_query_overlap_was_not_measured(dirs, cli):

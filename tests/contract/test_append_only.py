@@ -144,3 +144,14 @@ def test_a_rewrite_replaces_the_file_whole_and_drops_its_fences(tmp_path):
 def test_appends_must_be_whole_lines(tmp_path):
     with pytest.raises(ValueError, match="whole lines"):
         append_text(tmp_path / "x.jsonl", '{"step": 1}')
+
+
+def test_a_json_line_escapes_every_line_separator_and_reads_back_equal(tmp_path):
+    from toolcanary.contract.append_only import json_line
+    from toolcanary.contract.training_files import EpisodeRecord
+
+    record = EpisodeRecord(step=1, episode_id="e", task_key="k\u2028\u2029\u0085x", transcript=[
+        {"role": "user", "content": "one\u2028two"}])
+    line = json_line(record)
+    assert line.endswith("\n") and len(line.splitlines()) == 1  # one line even to str.splitlines
+    assert EpisodeRecord.model_validate_json(line) == record

@@ -41,6 +41,8 @@ def test_appended_rows_read_back_identically(tmp_path):
         ((0, 1, "not_a_category", 1, 2), "BFCL V4 category"),
         ((0, 0, "irrelevance", 1, 2), "1-based"),
         (("x", 1, "irrelevance", 1, 2), "column 'step'"),
+        ((2**53, 1, "irrelevance", 1, 2), "at most 1,000,000,000"),  # float64 would merge 2**53 and 2**53+1
+        ((0, 1, "irrelevance", 1, "9" * 5000), "at most 1,000,000,000"),  # past Python's 4,300-digit int limit
     ],
 )
 def test_bad_rows_are_refused_with_file_and_line(tmp_path, row, message):
@@ -53,6 +55,12 @@ def test_bad_rows_are_refused_with_file_and_line(tmp_path, row, message):
 def test_a_missing_column_names_the_header(tmp_path):
     path = write(tmp_path / "b.csv", ("step", "pass", "category", "correct"), [(0, 1, "irrelevance", 1)])
     with pytest.raises(ContractError, match="missing \\['total'\\]"):
+        read_bfcl_by_category(path)
+
+
+def test_a_column_named_twice_is_refused_rather_than_read_from_its_last_copy(tmp_path):
+    path = write(tmp_path / "b.csv", BFCL_COLUMNS + ("correct",), [(0, 1, "irrelevance", 2, 2, 0)])
+    with pytest.raises(ContractError, match="\\['correct'\\] more than once"):
         read_bfcl_by_category(path)
 
 

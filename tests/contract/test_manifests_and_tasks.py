@@ -54,6 +54,51 @@ def test_readers_refuse_a_folder_without_a_complete_manifest(tmp_path):
         read_checkpoint_manifest(tmp_path)
 
 
+def _published(folder, shards: dict[str, bytes], with_files: bool = True):
+    from toolcanary.contract.manifests import checkpoint_files, weights_sha256
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in shards.items():
+        (folder / name).write_bytes(data)
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    (folder / "tokenizer_config.json").write_text('{"chat_template": "x"}')
+    fields = manifest(weights_sha256=weights_sha256(folder, sorted(shards)), weight_files=sorted(shards))
+    if with_files:
+        fields["files"] = {k: v.model_dump() for k, v in checkpoint_files(folder).items()}
+    (folder / "manifest.json").write_text(json.dumps(fields))
+    return folder
+
+
+@pytest.mark.parametrize(("tamper", "named"), [
+    (lambda f: (f / "config.json").write_text('{"hidden_size": 9}'), "config.json"),
+    (lambda f: (f / "tokenizer_config.json").write_text('{"chat_template": "y"}'), "tokenizer_config.json"),
+    (lambda f: (f / "model-00003.safetensors").write_bytes(b"extra"), "model-00003.safetensors"),
+    # The same bytes in all, so the weights' one digest over the shards is unchanged; the split moved.
+    (lambda f: ((f / "model-00001.safetensors").write_bytes(b"aaab"), (f / "model-00002.safetensors").write_bytes(b"bb")),
+     "model-00001.safetensors"),
+    (lambda f: (f / "generation_config.json").unlink(), "generation_config.json"),
+])
+def test_a_checkpoint_changed_after_publishing_is_refused_naming_the_file(tmp_path, tamper, named):
+    from toolcanary.contract.manifests import verify_checkpoint
+
+    folder = tmp_path / "step_0010"
+    (tmp_path / "step_0010").mkdir()
+    (folder / "generation_config.json").write_text("{}")
+    _published(folder, {"model-00001.safetensors": b"aaa", "model-00002.safetensors": b"bbb"})
+    assert verify_checkpoint(folder).step == 10
+    tamper(folder)
+    with pytest.raises(ContractError, match=named):
+        verify_checkpoint(folder)
+
+
+def test_a_manifest_from_before_the_file_list_still_verifies_its_weights(tmp_path):
+    from toolcanary.contract.manifests import verify_checkpoint
+
+    folder = _published(tmp_path / "old", {"model.safetensors": b"w"}, with_files=False)
+    (folder / "config.json").write_text('{"hidden_size": 9}')  # not covered by an old manifest
+    assert verify_checkpoint(folder).files is None
+
+
 def test_manifest_hash_must_be_a_sha256():
     with pytest.raises(ValidationError):
         CheckpointManifest(**manifest(weights_sha256="not-a-hash"))

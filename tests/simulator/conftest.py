@@ -6,10 +6,13 @@ Run: .venvs/simulator/bin/python -m pytest tests/simulator -q
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import threading
 import time
 import warnings
 from collections import deque
+from pathlib import Path
 
 import pytest
 import uvicorn
@@ -18,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+sys.path.insert(0, str(Path(__file__).parent))  # `from conftest import serving` in the test modules
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
@@ -192,3 +196,25 @@ def trustee(make_client, upstreams, trustee_checkout):
         return make_client(**(values | overrides))
 
     return make
+
+
+@contextlib.contextmanager
+def serving(tmp_path, head_timeout_s: float = 1.0, **overrides):
+    """The simulator served by uvicorn under its real server configuration, in a thread; (base URL, port)."""
+    from toolcanary.simulator.server import server_config
+
+    settings = SimulatorSettings(**{"run": "test", "runs_dir": tmp_path / "runs", "port": free_port(),
+                                    "head_timeout_s": head_timeout_s, "limit_concurrency": 1000,
+                                    "log_level": "warning", **overrides})
+    server = uvicorn.Server(server_config(create_app(settings), settings))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline, "the simulator did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{settings.port}", settings.port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

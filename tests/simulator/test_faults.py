@@ -40,11 +40,11 @@ def test_liveness_and_readiness_are_distinguishable(make_client, settings, tmp_p
 
 
 def test_the_trainers_readiness_check_needs_the_token_the_health_checks_do_not(make_client, monkeypatch):
-    client = make_client(token="s3cret")
+    client = make_client(token="s3cret-faults-token")
     assert client.get("/health/ready").status_code == 200 and client.get("/health/live").status_code == 200
     assert client.get("/v1/ready").status_code == 401
     assert client.get("/v1/ready", headers={"Authorization": "Bearer wrong"}).status_code == 401
-    ready = client.get("/v1/ready", headers={"Authorization": "Bearer s3cret"})
+    ready = client.get("/v1/ready", headers={"Authorization": "Bearer s3cret-faults-token"})
     assert ready.status_code == 200 and ready.json()["probe"] == "ready"
 
 

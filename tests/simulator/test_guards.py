@@ -68,7 +68,7 @@ def test_bodies_over_the_limit_are_refused_with_413_declared_or_streamed(make_cl
 
 
 def test_the_bearer_token_guards_everything_but_health(make_client, diff):
-    client = make_client(token="s3cret")
+    client = make_client(token="s3cret-guards-token")
     assert client.get("/health").status_code == 200
     for method, path in [("post", "/v1/task"), ("post", "/v1/tool"), ("post", "/v1/user"), ("post", "/v1/verify"),
                          ("get", "/metrics"), ("get", "/docs"), ("get", "/openapi.json")]:
@@ -78,7 +78,7 @@ def test_the_bearer_token_guards_everything_but_health(make_client, diff):
     wrong = client.post("/v1/task", headers={"Authorization": "Bearer nope"},
                         json={"task_key": "k", "difficulty": diff()})
     assert wrong.status_code == 401
-    right = client.post("/v1/task", headers={"Authorization": "Bearer s3cret"},
+    right = client.post("/v1/task", headers={"Authorization": "Bearer s3cret-guards-token"},
                         json={"task_key": "k", "difficulty": diff()})
     assert right.status_code == 200 and right.json()["outcome"] == "ok"
 

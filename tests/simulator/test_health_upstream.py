@@ -80,10 +80,10 @@ def test_health_fails_while_the_upstream_is_down_and_recovers_when_it_is_back(si
 
     stub.stop()
     down = health_until(url, 503).json()
-    assert stub.url in down["error"] and f"{stub.url}/health" in down["error"], down
+    assert "upstream 1 (/health:" in down["error"] and stub.url not in str(down), down  # by index, not URL
     assert "role calls would be aborted" in down["error"]
     [problem] = down["detail"]
-    assert problem["upstream"] == stub.url and problem["url"] == f"{stub.url}/health"
+    assert problem["upstream"] == "upstream 1" and problem["probe"] == "/health"
     assert "Connect" in problem["error"], problem  # aiohttp's ClientConnectorError: connection refused
 
     stub_factory(port=stub.port)
@@ -94,9 +94,9 @@ def test_one_upstream_down_among_several_fails_health_and_is_the_one_named(simul
     up, down = stub_factory(), stub_factory(health_status=503)
     url = simulator(up.url, f"{down.url}/v1")
     body = health_until(url, 503).json()
-    assert [p["upstream"] for p in body["detail"]] == [f"{down.url}/v1"]
+    assert [p["upstream"] for p in body["detail"]] == ["upstream 2"]
     assert body["detail"][0]["error"] == "HTTP 503 (expected 200)"
-    assert up.url not in body["error"]
+    assert "upstream 1" not in body["error"]
 
 
 def test_an_upstream_that_hangs_fails_within_the_probe_timeout(simulator, stub_factory):
@@ -147,8 +147,7 @@ def test_a_server_without_vllms_health_route_is_probed_on_its_model_list(simulat
     assert "/v1/models" in openai_like.probes
     neither = stub_factory(health_status=None, models_status=None)
     body = health_until(simulator(neither.url), 503).json()
-    assert body["detail"][0] == {"upstream": neither.url, "url": f"{neither.url}/v1/models",
-                                 "error": "HTTP 404 (expected 200)"}
+    assert body["detail"][0] == {"upstream": "upstream 1", "probe": "/v1/models", "error": "HTTP 404 (expected 200)"}
 
 
 def test_probes_are_cached_so_health_checks_cost_the_upstream_almost_nothing(simulator, stub_factory):
@@ -167,3 +166,21 @@ def test_the_probe_settings_are_serve_flags_too():
 
     args = _parser().parse_args(["serve", "--health-timeout-s", "1.5", "--health-cache-s", "0"])
     assert (args.health_timeout_s, args.health_cache_s) == (1.5, 0.0)
+
+
+def test_upstream_credentials_appear_in_no_answer_record_or_log(simulator, stub_factory, tmp_path):
+    stub = stub_factory()
+    secret = "s3cret-Pw"
+    with_credentials = stub.url.replace("http://", f"http://alice:{secret}@")
+    url = simulator(with_credentials)
+    answers = [health_until(url, 200).text]
+    stub.stop()
+    answers.append(health_until(url, 503).text)
+    answers.append(httpx.get(f"{url}/metrics", timeout=5).text)
+    task = httpx.post(f"{url}/v1/task", json={"task_key": "k", "difficulty": {
+        "num_tools": 1, "expected_calls": 1, "user_persona": 0, "query_ambiguity": 0, "expected_turns": 0}},
+        timeout=60)
+    answers.append(task.text)
+    assert task.json()["outcome"] == "aborted" and "upstream 1" in task.json()["abort_detail"]
+    files = [p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file()]  # records and the log
+    assert all(secret not in text and "alice" not in text for text in answers + files)

@@ -41,6 +41,8 @@ def test_each_role_call_is_a_record_in_its_step_file_and_flushed_at_once(client,
     assert step3[1].response["reward"] == 1 and step3[1].backend == "scripted"
     assert [r.role for r in read_records(records_dir / "step_12345.jsonl")] == ["user"]
     assert [r.role for r in read_records(records_dir / "step_none.jsonl")] == ["verify"]
+    # Every task and conversation of the run: readable by its owner (and group), nobody else.
+    assert {p.stat().st_mode & 0o777 for p in records_dir.glob("step_*.jsonl")} == {0o640}
 
 
 def test_a_new_service_on_the_same_run_reloads_answered_keys(make_client, new_task, tmp_path):
@@ -68,7 +70,7 @@ def test_a_partial_last_line_from_a_crash_is_skipped_and_later_records_stay_read
 
 
 def _start(tmp_path, port: int, seed: int) -> subprocess.Popen:
-    env = os.environ | {"TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"), "TOOLCANARY_SIMULATOR_TOKEN": "s3cret"}
+    env = os.environ | {"TOOLCANARY_RUNS_DIR": str(tmp_path / "runs"), "TOOLCANARY_SIMULATOR_TOKEN": "s3cret-persistence-token"}
     process = subprocess.Popen(
         [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
          "--backend", "scripted", "--run", "killed", "--seed", str(seed), "--log-level", "warning"],
@@ -98,7 +100,7 @@ def test_a_killed_server_process_loses_nothing_it_answered(tmp_path, diff):
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    headers = {"Authorization": "Bearer s3cret"}
+    headers = {"Authorization": "Bearer s3cret-persistence-token"}
     process = _start(tmp_path, port, seed=1)
     try:
         base = f"http://127.0.0.1:{port}"

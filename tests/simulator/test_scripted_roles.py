@@ -192,5 +192,5 @@ def test_post_gold_answers_the_gold_trajectory_and_needs_the_token(make_client, 
     answer = client.post("/v1/gold", json={"task_key": task["task_key"]}).json()
     assert answer["outcome"] == "ok"
     assert answer["messages"] == dump(gold_trajectory(SimulatedTask.model_validate(task)))
-    guarded = make_client(token="secret", run="guarded")
+    guarded = make_client(token="secret-scripted-token", run="guarded")
     assert guarded.post("/v1/gold", json={"task_key": task["task_key"]}).status_code == 401

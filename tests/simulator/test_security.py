@@ -9,19 +9,16 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-import threading
 import time
 import tracemalloc
 
 import httpx
 import pytest
-import uvicorn
+from conftest import serving
 from fastapi.testclient import TestClient
 
-from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.__main__ import main
 from toolcanary.simulator.app import create_app
-from toolcanary.simulator.server import server_config
 from toolcanary.simulator.settings import SimulatorSettings
 
 TOKEN_ENV = "TOOLCANARY_SIMULATOR_TOKEN"
@@ -86,12 +83,12 @@ def test_serve_refuses_to_start_without_a_token_unless_insecure(capsys, tmp_path
 
 
 def test_with_a_token_every_role_route_needs_it(make_client):
-    client = make_client(token="s3cret")
+    client = make_client(token="s3cret-security-token")
     body = {"task_key": "k", "difficulty": {"num_tools": 2, "expected_calls": 1, "user_persona": 0,
                                             "query_ambiguity": 0, "expected_turns": 0}}
     for route in ("/v1/task", "/v1/tool", "/v1/user", "/v1/verify", "/v1/gold", "/v1/ready"):
         assert client.post(route, json=body).status_code in (401, 405)
-    assert client.post("/v1/task", json=body, headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.post("/v1/task", json=body, headers={"Authorization": "Bearer s3cret-security-token"}).status_code == 200
 
 
 # --- limits --------------------------------------------------------------------------------------
@@ -151,25 +148,6 @@ def test_deeply_nested_arguments_are_a_422_before_the_backend_runs(client, new_t
     assert response.status_code == 422, response.text[:300]
     assert "nests too deep" in response.json()["error"] and "at most 32" in response.json()["error"]
     assert _records(tmp_path).count('"role":"tool"') == before
-
-
-@contextlib.contextmanager
-def serving(tmp_path, head_timeout_s: float = 1.0):
-    """The simulator served by uvicorn under its real server configuration, in a thread; its base URL."""
-    settings = SimulatorSettings(run="test", runs_dir=tmp_path / "runs", port=free_port(),
-                                 head_timeout_s=head_timeout_s, limit_concurrency=1000, log_level="warning")
-    server = uvicorn.Server(server_config(create_app(settings), settings))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline, "the simulator did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{settings.port}", settings.port
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_half_open_connections_are_closed_and_do_not_starve_health(tmp_path):
@@ -243,3 +221,37 @@ def test_a_restart_on_thousands_of_keys_is_fast_and_small(tmp_path):
         task = client.post("/v1/task", json={"task_key": "k2999", "difficulty": difficulty}).json()["task"]
         assert task["task_key"] == "k2999"
         assert client.post("/v1/gold", json={"task_key": task["task_key"]}).status_code == 200
+
+
+def _role_records(tmp_path) -> int:
+    return sum(_records(tmp_path).count(f'"role":"{role}"') for role in ("tool", "user", "verify"))
+
+
+@pytest.mark.parametrize(("name", "body", "says"), [
+    # Arguments sent as a JSON string: the body's depth guard does not look inside strings.
+    ("string arguments 400 deep", lambda task: _tool_body(task, json.dumps("[" * 400 + "]" * 400)), "nest too deep"),
+    ("string arguments 5000 deep", lambda task: _tool_body(task, json.dumps("[" * 5000 + "]" * 5000)),
+     "nest too deep"),
+    ("lone surrogate in arguments", lambda task: _tool_body(task, '{"city": "\\ud800"}'), "lone UTF-16 surrogate"),
+    ("lone surrogate in history", lambda task: json.dumps({"task_key": task["task_key"], "history": [
+        {"role": "user", "content": "x"}]}).replace('"x"', '"\\udc00 low"'), "lone UTF-16 surrogate"),
+    ("raw 0xff byte", lambda task: json.dumps({"task_key": task["task_key"], "history": [
+        {"role": "user", "content": "x"}]}).encode().replace(b'"x"', b'"\xff"'), "not UTF-8"),
+    ("5001-digit step", lambda task: json.dumps({"task_key": task["task_key"], "history": []}).replace(
+        '"history"', '"step": ' + "9" * 5001 + ', "history"'), "5001 digits"),
+])
+def test_a_malformed_body_is_a_422_before_the_backend_runs(client, new_task, tmp_path, name, body, says):
+    task = new_task(client, "bad-bodies")
+    path = "/v1/tool" if "arguments" in name else "/v1/user"
+    before = _role_records(tmp_path)
+    content = body(task)
+    response = client.post(path, content=content if isinstance(content, bytes) else content.encode(),
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 422, (name, response.status_code, response.text[:300])
+    assert says in response.json()["error"] or says in json.dumps(response.json()["detail"]), response.text[:300]
+    assert _role_records(tmp_path) == before  # the backend never ran
+
+
+def _tool_body(task: dict, arguments: str) -> str:
+    call = json.dumps(_call(task)).replace('"arguments": {}', f'"arguments": {arguments}')
+    return f'{{"task_key": {json.dumps(task["task_key"])}, "call": {call}}}'

@@ -56,3 +56,21 @@ def test_serve_refuses_bad_input_with_a_message_and_exit_2(capsys, tmp_path):
     assert "no such file" in capsys.readouterr().err
     assert main(["serve", "--insecure", "--run", "ok", "--runs-dir", str(tmp_path), "--backend", "llm"]) == 2
     assert "--upstream" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("token", ["zq7", "                    ", "fifteen-chars-q"])
+def test_a_short_or_blank_token_is_refused_without_being_shown(token):
+    with pytest.raises(ContractError) as refused:
+        SimulatorSettings.from_env({"TOOLCANARY_SIMULATOR_TOKEN": token})
+    message = str(refused.value)
+    assert "at least 16 characters" in message and "TOOLCANARY_SIMULATOR_TOKEN" in message
+    assert "(not shown)" in message and (not token.strip() or token not in message)
+    assert SimulatorSettings.from_env({"TOOLCANARY_SIMULATOR_TOKEN": "sixteen-chars-xx"}).token == "sixteen-chars-xx"
+
+
+def test_a_run_id_with_a_trailing_newline_is_refused():
+    from toolcanary.contract.run_id import check_run_id
+
+    assert check_run_id("demo") == "demo"
+    with pytest.raises(ContractError):
+        check_run_id("demo\n")

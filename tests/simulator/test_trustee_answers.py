@@ -456,7 +456,7 @@ def test_a_500_twice_then_an_answer_is_one_attempt_of_three_requests(trustee, up
     assert len(upstreams[0].requests) == 1 + 3
     assert 0.375 + 0.75 <= elapsed < 0.5 + 1.0 + 2.0, elapsed  # the SDK's two pauses, jitter included
     assert _records(tmp_path, "tool")[-1].retries == 2
-    url = f"{upstreams[0].url}/v1/chat/completions"
+    url = "upstream 1"  # upstreams are named by their place in the list, never by URL
     text = client.get("/metrics").text
     assert f'toolcanary_simulator_upstream_requests_total{{result="http_5xx",upstream="{url}"}} 2' in text
     assert f'toolcanary_simulator_upstream_requests_total{{result="ok",upstream="{url}"}} 2' in text  # author, tool

@@ -160,3 +160,11 @@ def test_a_mounted_folder_the_user_cannot_write_is_reported_with_its_fix(tmp_pat
     finally:
         if base != tmp_path:
             shutil.rmtree(base, ignore_errors=True)
+
+
+def test_make_env_writes_the_env_file_for_its_owner_only(tmp_path):
+    out = tmp_path / ".env"
+    done = subprocess.run(["python3", str(ROOT / "scripts" / "write_env.py"), "--out", str(out)],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == 0o600  # it holds the simulator's token

@@ -78,7 +78,7 @@ def llm_simulator_with_upstream_down(tmp_path):
 
 @pytest.fixture
 def simulator_with_token(tmp_path):
-    sim = SimulatorProcess(tmp_path / "sim-token", env={"TOOLCANARY_SIMULATOR_TOKEN": "right-token"}).start()
+    sim = SimulatorProcess(tmp_path / "sim-token", env={"TOOLCANARY_SIMULATOR_TOKEN": "right-token-of-the-run"}).start()
     yield sim
     sim.stop()
 

@@ -166,6 +166,30 @@ def test_a_crafted_state_file_that_would_run_code_is_refused(policy, tmp_path):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("step", [-1, 0, 6, "7", 10**9])
+def test_a_state_with_an_impossible_step_is_refused_before_anything_is_restored(policy, tmp_path, step):
+    import torch
+
+    model, _ = policy
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    save_state(tmp_path, step=7, policy=model, optimizer=optimizer, curriculum=Curriculum(level=3),
+               rng=random.Random(0))
+    state = torch.load(tmp_path / "state_0007.pt", weights_only=True)
+    torch.save({**state, "step": step}, tmp_path / "state_0007.pt")
+    fresh = Curriculum(level=1)
+    with pytest.raises(ContractError, match="an integer from 1 to 100000"):
+        load_state(latest_state(tmp_path), policy=model, optimizer=optimizer, curriculum=fresh, rng=random.Random(0))
+    assert fresh.level == 1  # nothing restored
+
+
+def test_a_state_name_that_is_no_regular_file_is_refused_instead_of_hanging(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "state_0006.pt")
+    with pytest.raises(ContractError, match="a regular file"):
+        latest_state(tmp_path)
+
+
 @pytest.mark.parametrize("source_shards", [1, 3], ids=["one-file", "sharded-with-index"])
 def test_weights_are_cast_into_bounded_shards_with_an_index_and_load_unchanged(tiny_dir, tmp_path, source_shards):
     """A publish holds about one output shard in memory: verl's fp32 file (one file, or shards with their

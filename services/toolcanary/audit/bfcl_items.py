@@ -58,7 +58,7 @@ def _class_functions(class_name: str) -> tuple[BfclFunction, ...]:
             "Use bfcl-eval 2026.3.23, the version ToolCanary pins",
         )
     path = package_dir() / "data" / "multi_turn_func_doc" / MULTI_TURN_FUNC_DOC_FILE_MAPPING[class_name]
-    return tuple(_function(json.loads(line)) for line in path.read_text().splitlines() if line.strip())
+    return tuple(_function(json.loads(line)) for line in path.read_text().split("\n") if line.strip())
 
 
 def _turns(question: list[Any]) -> tuple[str, ...]:
@@ -93,7 +93,7 @@ def load_category(category: str) -> list[BfclItem]:
             "Run the audit from .venvs/eval or the eval image (bfcl-eval 2026.3.23)",
         )
     items = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(path.read_text().split("\n"), start=1):  # "\n" only, not U+2028
         if not line.strip():
             continue
         try:

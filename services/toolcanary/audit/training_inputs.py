@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from toolcanary.contract.append_only import read_lines, refused_line
+from toolcanary.contract.append_only import iter_lines, read_lines, refused_line
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.simulator_api import LIBRARIES_FILE, ROLES, LibraryRecord, RoleRecord
 from toolcanary.contract.tasks import SimulatedTask, load_tool_library
@@ -120,7 +120,9 @@ def read_tasks(
     ):
         reading.files += 1
         try:
-            lines = path.read_text(errors="replace").splitlines()
+            # As the simulator reads its records (the append-only rule): lines end at "\n" only (a task's
+            # text may hold U+2028, which the simulator writes raw), and lines a writer fenced off are left out.
+            lines = [line for _, line in iter_lines(path)]
         except OSError as err:
             log.warning("cannot read %s: %s", path, err)
             reading.skipped["unreadable file"] += 1

@@ -201,6 +201,16 @@ def first_line(path: str | Path) -> str | None:
     return None
 
 
+# Line separators other than "\n" that some readers split at (str.splitlines, editors): inside a JSON string they
+# are written as escapes, so that a JSON line is one line to every reader.
+_LINE_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\u0085": "\\u0085"})
+
+
+def json_line(model) -> str:
+    """A pydantic model as one JSON line, newline included, with U+2028, U+2029 and U+0085 escaped."""
+    return model.model_dump_json().translate(_LINE_SEPARATORS) + "\n"
+
+
 def append_text(path: str | Path, text: str, *, header: str | None = None,
                 lock: AbstractContextManager | None = None) -> TornLine | None:
     """Append `text` (whole lines, each ending in a newline) under `lock`, fsynced before returning.

@@ -38,6 +38,21 @@ class ToolSchema(BaseModel):
         return list(self.function.parameters.get("required", []))
 
 
+MAX_ARGUMENTS_DEPTH = 32  # as deep as a request body may nest (the simulator's max_json_depth default)
+
+
+def _depth(value: Any) -> int:
+    """How deep the arrays and objects of a decoded JSON value nest (0 for a scalar), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((child, level) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
 class FunctionCall(BaseModel):
     """The name and arguments of one call.
 
@@ -51,9 +66,17 @@ class FunctionCall(BaseModel):
     @field_validator("arguments", mode="before")
     @classmethod
     def _decode_string_arguments(cls, value: Any) -> Any:
-        # The OpenAI wire form carries arguments as a JSON string.
+        # The OpenAI wire form carries arguments as a JSON string; a body's depth limit does not see inside it.
         if isinstance(value, str):
-            return json.loads(value) if value.strip() else {}
+            try:
+                decoded = json.loads(value) if value.strip() else {}
+                too_deep = _depth(decoded) > MAX_ARGUMENTS_DEPTH
+            except RecursionError:  # deeper than the parser goes: deeper than the limit
+                too_deep = True
+            if too_deep:
+                raise ValueError(f"arguments nest too deep: expected JSON nested at most {MAX_ARGUMENTS_DEPTH} "
+                                 "levels")
+            return decoded
         return value
 
 

@@ -80,12 +80,19 @@ class BfclRow:
     """Correct items whose answer held unparsed call markup; None: not measured."""
 
 
-_INTEGER = re.compile(r"[0-9]+")
+# Steps, passes and item counts: a GPU run has 200 steps and BFCL V4 a few thousand items. A larger value is
+# a damaged file, and float64 (the analysis) cannot tell apart integers past 2**53.
+MAX_CSV_INTEGER = 10**9
+_INTEGER = re.compile(r"[0-9]{1,10}")
 _DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 _NOT_MEASURED = ("", "nan", "NaN")
 
 
 def _header(path: Path, fieldnames: list[str] | None, required: tuple[str, ...]) -> None:
+    repeated = sorted({c for c in fieldnames or [] if fieldnames.count(c) > 1})
+    if repeated:  # a reader would keep the last one's values without a word
+        raise ContractError(f"{path}: header", "each column once", f"{fieldnames} ({repeated} more than once)",
+                            "Remove the repeated column (the file was edited or written by another tool)")
     missing = [c for c in required if c not in (fieldnames or [])]
     if missing:
         raise ContractError(
@@ -121,8 +128,9 @@ def _fields(path: Path, number: int, text: str) -> list[str]:
 
 
 def _int(path: Path, line: int, column: str, value: str | None) -> int:
-    if value is None or not _INTEGER.fullmatch(value):
-        raise ContractError(f"{path}: line {line}, column {column!r}", "a non-negative integer in plain digits",
+    if value is None or not _INTEGER.fullmatch(value) or int(value) > MAX_CSV_INTEGER:
+        raise ContractError(f"{path}: line {line}, column {column!r}",
+                            f"a non-negative integer in plain digits, at most {MAX_CSV_INTEGER:,}",
                             repr(value)[:200], "Write the count as digits only, e.g. 10")
     return int(value)
 

@@ -30,6 +30,13 @@ CHECKPOINT_MANIFEST = "manifest.json"
 PUBLISHED = "published.jsonl"
 
 
+class CheckpointFile(BaseModel):
+    """One file of a published checkpoint folder, as the publisher wrote it."""
+
+    size: int = Field(ge=0)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
 class CheckpointManifest(BaseModel):
     """`volumes/checkpoints/<run>/step_NNNN/manifest.json`."""
 
@@ -48,6 +55,9 @@ class CheckpointManifest(BaseModel):
     enable_thinking: bool | None = Field(None, description=(
         "the chat-template thinking mode the policy trained in, which serving uses by default "
         "(None: not recorded; serving then needs --enable-thinking or --no-enable-thinking)"))
+    files: dict[str, CheckpointFile] | None = Field(None, description=(
+        "every file of the folder but this manifest, by path inside it: the config and tokenizer decide what is "
+        "served as much as the weights (None: not recorded, a checkpoint from before contract 1.6)"))
 
 
 class EvalPassManifest(BaseModel):
@@ -155,12 +165,39 @@ def weights_sha256(folder: str | Path, files: list[str]) -> str:
     return digest.hexdigest()
 
 
-def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -> CheckpointManifest:
-    """The manifest, after hashing the weights on disk again: they must match the manifest and, when given,
-    the `weights_sha256` that published.jsonl announced.
+def checkpoint_files(folder: str | Path) -> dict[str, CheckpointFile]:
+    """Size and sha256 of every file under `folder` but its manifest, by path inside it (what the publisher
+    records in `CheckpointManifest.files`).
 
     Raises:
-        ContractError: a bad manifest or weight file name, or weights that changed after publication.
+        ContractError: something under it that is no regular file (a link, a FIFO): it is never served.
+    """
+    folder, found = Path(folder), {}
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(folder).as_posix()
+        if path.is_dir() and not path.is_symlink():
+            continue
+        if path.is_symlink() or not path.is_file():
+            raise ContractError(str(path), "regular files only in a checkpoint folder", "a link or a special file",
+                                "Republish the checkpoint with its files copied in")
+        if name == CHECKPOINT_MANIFEST:
+            continue
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        found[name] = CheckpointFile(size=path.stat().st_size, sha256=digest.hexdigest())
+    return found
+
+
+def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -> CheckpointManifest:
+    """The manifest, after hashing the folder on disk again: the weights must match the manifest and, when given,
+    the `weights_sha256` that published.jsonl announced; every file the manifest lists must be there with its
+    size and sha256, and no other.
+
+    Raises:
+        ContractError: a bad manifest or weight file name, or a file changed, added or removed after publication
+            (named).
     """
     folder = Path(folder)
     manifest = read_checkpoint_manifest(folder)
@@ -171,6 +208,17 @@ def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -
     if actual != manifest.weights_sha256:
         raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
                             "The checkpoint was modified after publishing; republish it")
+    if manifest.files is not None:
+        found = checkpoint_files(folder)
+        changed = sorted(set(found) ^ set(manifest.files)) or sorted(
+            name for name in found if found[name] != manifest.files[name])
+        if changed:
+            name = changed[0]
+            state = ("not listed in the manifest" if name not in manifest.files else "missing" if name not in found
+                     else f"{found[name].size} bytes, sha256 {found[name].sha256[:12]}... where the manifest says "
+                          f"{manifest.files[name].size} bytes, sha256 {manifest.files[name].sha256[:12]}...")
+            raise ContractError(str(folder / name), "the file as published", state,
+                                "The checkpoint was modified after publishing; republish it")
     return manifest
 
 
@@ -209,3 +257,12 @@ def append_published(folder: str | Path, entry: PublishedCheckpoint) -> None:
     """Append one line to `folder/published.jsonl`; the run's one trainer process is its only writer."""
     # json.dumps keeps the spaced layout the ledger has always had, so older ledgers and new lines look alike.
     append_text(Path(folder) / PUBLISHED, json.dumps(entry.model_dump()) + "\n")
+
+
+def verify_as_published(folder: str | Path) -> CheckpointManifest:
+    """`verify_checkpoint` against what the run's ledger (`published.jsonl` beside the folder) announced for it,
+    when it announced it (a folder copied elsewhere has no ledger: its own manifest is the reference)."""
+    folder = Path(folder)
+    announced = [e.weights_sha256 for e in read_published(folder.parent)
+                 if (folder.parent / e.path).resolve() == folder.resolve()]
+    return verify_checkpoint(folder, announced[-1] if announced else None)

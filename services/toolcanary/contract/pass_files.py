@@ -32,6 +32,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, field_validator
 
+from toolcanary.contract.append_only import json_line
 from toolcanary.contract.bfcl import BY_NAME
 from toolcanary.contract.errors import ContractError
 
@@ -196,7 +197,7 @@ def read_outcomes(path: Path) -> list[ItemOutcome]:
         raise ContractError(str(path), "a pass's outcomes file in UTF-8", f"byte {err.start} is not UTF-8",
                             "Re-run that pass's evaluation") from None
     outcomes = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # "\n" only: U+2028 may be in an answer
         if not line.strip():
             continue
         try:
@@ -210,7 +211,7 @@ def read_outcomes(path: Path) -> list[ItemOutcome]:
 
 def write_outcomes(path: Path, outcomes: Iterable[ItemOutcome]) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(o.model_dump_json() + "\n" for o in outcomes))
+    tmp.write_text("".join(json_line(o) for o in outcomes))
     tmp.replace(path)
 
 

@@ -28,6 +28,6 @@ def check_run_id(run: str, where: str = "--run") -> str:
     Raises:
         ContractError: it is not, naming `where`.
     """
-    if not isinstance(run, str) or not RUN_ID.match(run):
+    if not isinstance(run, str) or not RUN_ID.fullmatch(run):  # `$` alone would let "demo\n" through
         raise ContractError(where, RUN_ID_RULE, repr(run), "Pick another run id")
     return run

@@ -23,7 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolcanary.contract.append_only import append_text, iter_lines, refused_line
+from toolcanary.contract.append_only import append_text, iter_lines, json_line, refused_line
 from toolcanary.contract.errors import ContractError
 
 EPISODES_FILE = "episodes.jsonl"
@@ -100,7 +100,7 @@ def episode_line(record: EpisodeRecord | dict) -> str:
     except ValidationError as err:
         raise ContractError("an episode record to write", "an EpisodeRecord", _first_problem(err),
                             "This is a bug in the writer: it must build records as EpisodeRecord") from None
-    return json.dumps(model.model_dump(mode="json"), ensure_ascii=False) + "\n"
+    return json_line(model)
 
 
 def append_episodes(path: str | Path, records: list[EpisodeRecord | dict]) -> None:
@@ -219,7 +219,9 @@ def read_held_out(path: str | Path) -> list[HeldOutAnswer]:
         raise ContractError(str(path), "UTF-8 text", f"a byte that is not UTF-8 at offset {err.start}",
                             "Write the file again with `python -m toolcanary.train starting-policy`") from None
     answers = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # "\n" only: U+2028 may be in an answer
+        if not line.strip():
+            continue
         try:
             answers.append(HeldOutAnswer.model_validate_json(line))
         except ValidationError as err:

@@ -93,7 +93,8 @@ def read_lines(path: Path, strict: bool) -> list[dict]:
     entries = []
     if not path.is_file():
         return entries
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    # Lines end at "\n" only: a model's answer may hold U+2028 or U+0085, which splitlines() also splits at.
+    for number, line in enumerate(path.read_text().split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -213,7 +214,7 @@ def read_scores(score_dir: Path, ids: dict[str, list[str]], not_before: float) -
         if path.stat().st_mtime < not_before:
             raise ContractError(str(path), "a score file written by this evaluate phase", "an older file",
                                 "Score files left from another run; rerun with --resume")
-        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        lines = [json.loads(line) for line in path.read_text().split("\n") if line.strip()]
         header, failures = lines[0], lines[1:]
         failed = {f["id"]: error_type(f) for f in failures}
         expected = set(ids[category])

@@ -48,7 +48,7 @@ from toolcanary.contract.append_only import lock_path
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, BfclRow, append_bfcl_rows, read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, read_checkpoint_manifest
+from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, verify_as_published
 from toolcanary.contract.pass_files import (
     CORRECT,
     COUNTS_FILE,
@@ -245,7 +245,7 @@ def resolve_checkpoint(
             str(folder), f"a published checkpoint of run {run!r} at step {step}", "no such folder",
             "Pass --checkpoint-dir DIR, or --base-model NAME when scoring an untrained base model",
         )
-    manifest = read_checkpoint_manifest(folder)
+    manifest = verify_as_published(folder)  # the model scored is the one published, every file of it
     if manifest.step != step:
         raise ContractError(str(folder), f"the checkpoint of step {step}", f"one of step {manifest.step}",
                             "Pass the --step the checkpoint was saved at")

@@ -19,7 +19,8 @@ import os
 import sys
 from pathlib import Path
 
-from toolcanary.contract import ContractError, read_checkpoint_manifest
+from toolcanary.contract import ContractError
+from toolcanary.contract.manifests import verify_as_published
 from toolcanary.serve.command import served_model_name, vllm_command
 from toolcanary.settings import project_root, volume
 
@@ -111,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             build_parser().error("give --run and --step, or --checkpoint DIR")
         args.checkpoint = checkpoints_root() / args.run / f"step_{args.step:04d}"
     try:
-        manifest = read_checkpoint_manifest(args.checkpoint)
+        # Hashed again before serving: the score must belong to the model the manifest describes.
+        manifest = verify_as_published(args.checkpoint)
     except ContractError as err:
         print(f"serve: {err}", file=sys.stderr)
         return 2

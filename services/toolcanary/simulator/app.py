@@ -252,11 +252,12 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         # healthy whose every role call would end aborted (upstream down) or in a 500 (records unwritable).
         down = await backend.unavailable()
         failing = {d["upstream"] for d in down}
-        problems, errors = list(down), []  # {"upstream", "url", "error"} each, as the backend reports them
+        problems, errors = list(down), []  # {"upstream", "probe", "error"} each, as the backend reports them
         if down:
-            names = "; ".join(f"{d['upstream']} ({d['url']}: {d['error']})" for d in down)
+            names = "; ".join(f"{d['upstream']} ({d['probe']}: {d['error']})" for d in down)
             errors.append(f"upstream not healthy: {names}; role calls would be aborted until it answers")
-        checks = [f"upstream {u} answers its health probe" for u in settings.upstreams if u not in failing] \
+        upstreams = [f"upstream {n}" for n in range(1, len(settings.upstreams) + 1)]
+        checks = [f"{u} answers its health probe" for u in upstreams if u not in failing] \
             if backend.name == "llm" else ["the scripted backend needs no upstream"]
         records = settings.records_dir
         if records.is_dir() and os.access(records, os.W_OK):

@@ -1,6 +1,8 @@
-"""ASGI guards in front of the simulator: the bearer token, a request-body size limit and a JSON depth limit.
+"""ASGI guards in front of the simulator: the bearer token, a request-body size limit, a JSON depth limit and
+the body's text (UTF-8, no lone surrogate, no integer too long to be one of the contract's numbers).
 
-They answer with the contract's `ErrorBody` (401, 413 and 422), before the app or the backend sees the request.
+They answer with the contract's `ErrorBody` (401, 413 and 422), before the app or the backend sees the request;
+a 401 or 413 answered before the body was read also closes the connection.
 The depth limit keeps a deeply nested body (tool-call arguments nested thousands deep) from raising a
 RecursionError after the backend answered; no request of the contract comes near it. The body is read up to the limit before the app
 sees it, so an oversized body is refused whether or not it declares a Content-Length. The health routes stay
@@ -19,6 +21,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 OPEN_PATHS = {"/health", "/health/live", "/health/ready"}
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a string literal, escapes included
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+# An integer of this many digits outside a string is none of the contract's numbers (steps, counts, rewards);
+# past 4,300 digits Python's JSON parser raises an error no caller expects.
+MAX_INTEGER_DIGITS = 18
+_LONG_INTEGER = re.compile(rb"(?<![.\deE+-])-?\d{%d,}" % (MAX_INTEGER_DIGITS + 1))
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_KEYED_LONG_INTEGER = re.compile(rb'"((?:[^"\\]|\\.){1,64})"\s*:\s*-?\d{%d,}' % (MAX_INTEGER_DIGITS + 1))
 _AS_PARENTHESES = bytes.maketrans(b"[{]}", b"(())")
 
 
@@ -44,8 +52,53 @@ def nests_within(body: bytes, limit: int) -> bool:
     return not brackets
 
 
-async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps({"error": error, "detail": []}).encode()
+def _lone_surrogate(value) -> str | None:
+    """The first string (or key) of a decoded JSON value that holds a lone UTF-16 surrogate, else None."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return item
+    return None
+
+
+def body_problem(body: bytes) -> tuple[str, list[dict]] | None:
+    """Why a request body cannot be JSON text of the contract (the message and the `detail` fields), or None:
+    invalid UTF-8, an integer longer than any of the contract's numbers, a lone surrogate escape (valid JSON,
+    but no text: writing it fails)."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return (f"request body is not UTF-8: byte {err.start} is {body[err.start:err.start + 1]!r}; send the "
+                "JSON as UTF-8 text"), []
+    long_integer = _LONG_INTEGER.search(_JSON_STRING.sub(b'""', body))
+    if long_integer:
+        keyed = _KEYED_LONG_INTEGER.search(body)
+        return (f"a number in the request body has {len(long_integer.group().lstrip(b'-'))} digits: expected at "
+                f"most {MAX_INTEGER_DIGITS} (steps, counts and rewards are small numbers)"), \
+            [{"field": keyed.group(1).decode("utf-8", "replace")}] if keyed else []
+    if _SURROGATE_ESCAPE.search(body):
+        try:
+            found = _lone_surrogate(json.loads(body))
+        except ValueError:
+            return None  # not JSON: the app's parser says where
+        if found is not None:
+            return (f"a string in the request body holds a lone UTF-16 surrogate ({found[:40]!r}): expected "
+                    "Unicode text, with a surrogate escape only as half of a pair"), []
+    return None
+
+
+async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes, bytes]] | None = None,
+                  detail: list[dict] | None = None) -> None:
+    body = json.dumps({"error": error, "detail": detail or []}).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *(headers or [])]})
@@ -65,12 +118,14 @@ class GuardMiddleware:
         if self.token and scope["path"] not in OPEN_PATHS:
             given = headers.get(b"authorization", b"").decode("latin-1")
             if not hmac.compare_digest(given.encode(), f"Bearer {self.token}".encode()):
+                # Answered before the body was read: the connection closes, so no body can trickle on after it.
                 await _answer(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                              "with the value of TOOLCANARY_SIMULATOR_TOKEN", [(b"www-authenticate", b"Bearer")])
+                              "with the value of TOOLCANARY_SIMULATOR_TOKEN",
+                              [(b"www-authenticate", b"Bearer"), (b"connection", b"close")])
                 return
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            await _answer(send, 413, self._too_big(int(declared)))
+            await _answer(send, 413, self._too_big(int(declared)), [(b"connection", b"close")])
             return
         chunks, size = [], 0
         while True:
@@ -80,7 +135,7 @@ class GuardMiddleware:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                await _answer(send, 413, self._too_big(size))
+                await _answer(send, 413, self._too_big(size), [(b"connection", b"close")])
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):
@@ -91,6 +146,10 @@ class GuardMiddleware:
             await _answer(send, 422, f"request body nests too deep: expected JSON nested at most "
                           f"{self.max_json_depth} levels, got {depth}; flatten the tool-call arguments (or raise "
                           "TOOLCANARY_SIMULATOR_MAX_JSON_DEPTH)")
+            return
+        problem = body_problem(body) if body else None
+        if problem:
+            await _answer(send, 422, problem[0], detail=problem[1])
             return
 
         async def replay() -> Message:

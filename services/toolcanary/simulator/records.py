@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -32,7 +33,14 @@ from toolcanary.contract import (
     RoleRecord,
     SimulatedTask,
 )
-from toolcanary.contract.append_only import ReadLines, append_text, fence_torn_tail, iter_lines, refused_line
+from toolcanary.contract.append_only import (
+    ReadLines,
+    append_text,
+    fence_torn_tail,
+    iter_lines,
+    json_line,
+    refused_line,
+)
 from toolcanary.contract.simulator_api import LEFT_OUT_LISTED
 from toolcanary.contract.trustee_checkout import checkout_commit
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
@@ -63,7 +71,8 @@ class RecordStore:
             self._open.move_to_end(path)
             return handle
         fence_torn_tail(path)  # a torn line left by a killed service: fenced off, our records start fresh
-        handle = path.open("a", encoding="utf-8")
+        # 0640: a record holds every task and conversation of the run; nobody but its owner's group reads it.
+        handle = os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640), "a", encoding="utf-8")
         self._open[path] = handle
         while len(self._open) > MAX_OPEN_FILES:
             self._open.popitem(last=False)[1].close()
@@ -80,12 +89,12 @@ class RecordStore:
             trustee_commit=checkout_commit(trustee) if trustee else None,
             in_checkout=str(path.relative_to(trustee)) if trustee and path.is_relative_to(trustee) else None,
             left_out=len(index.left_out), left_out_entries=index.left_out[:LEFT_OUT_LISTED])
-        append_text(self.directory / LIBRARIES_FILE, record.model_dump_json() + "\n")
+        append_text(self.directory / LIBRARIES_FILE, json_line(record))
 
     def append(self, record: RoleRecord) -> Path:
         """Write one record and flush it to the operating system before returning."""
         path = self.directory / step_file_name(record.step)
-        line = record.model_dump_json() + "\n"
+        line = json_line(record)
         with self._lock:
             handle = self._handle(path)
             handle.write(line)

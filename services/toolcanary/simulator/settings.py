@@ -31,6 +31,7 @@ RUNS_DIR_ENV = "TOOLCANARY_RUNS_DIR"
 # Secrets are read from the environment only, never from a flag (a flag shows in the process list).
 ENV_ONLY = ("token", "upstream_api_key")
 Mode = Literal["trustee", "toolcanary"]
+MIN_TOKEN_CHARS = 16  # a guessable token is no guard
 # What each mode puts in the fields left unset. TRUSTEE's values: trustee_reference.yaml in the GPU recipe.
 MODE_DEFAULTS: dict[str, dict[str, Any]] = {
     "trustee": {"temperature": None, "frequency_penalty": 0.1, "retries": 2, "backoff": "fixed",
@@ -72,10 +73,15 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     limit_concurrency: int = Field(2048, ge=8, description="most connections and requests served at once; more "
                                                            "get a 503 at once instead of queueing (above the "
                                                            "trainer's concurrent episodes)")
-    timeout_keep_alive_s: int = Field(5, ge=1, description="seconds an idle keep-alive connection stays open")
+    timeout_keep_alive_s: int = Field(5, ge=1, description="seconds an idle keep-alive connection stays open, "
+                                                           "whatever bytes trickle in")
     head_timeout_s: float = Field(10.0, gt=0, description="seconds a connection has to send a whole request "
                                                           "head (from opening, or from a head's first bytes) "
                                                           "before it is closed")
+    body_timeout_s: float = Field(60.0, gt=0, description="seconds a request has, from its head, to send its "
+                                                          "whole body before the connection is closed")
+    max_connections_per_client: int = Field(1024, ge=1, description="most connections one peer address holds at "
+                                                                    "once; more are answered 503 and closed")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest accepted request body")
     upstreams: Annotated[list[str], NoDecode] = Field(default_factory=list, description="OpenAI-compatible base "
                                                       "URLs (llm backend); comma-separated in the environment")
@@ -116,6 +122,14 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     task_cache_size: int = Field(256, ge=1, description="answered tasks kept in memory; older ones are read back "
                                                         "from an on-disk index, so memory stays flat over a run")
     log_level: str = Field("info", description="logging level")
+
+    @field_validator("token")
+    @classmethod
+    def _long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value.strip()) < MIN_TOKEN_CHARS:
+            raise ValueError(f"a token of at least {MIN_TOKEN_CHARS} characters (make env writes one of 43: "
+                             "python3 -c 'import secrets; print(secrets.token_urlsafe(32))')")
+        return value
 
     @field_validator("upstreams", mode="before")
     @classmethod

@@ -42,6 +42,7 @@ from weakref import WeakKeyDictionary
 from pydantic import TypeAdapter
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics, AgentLoopOutput, register
 
+from toolcanary.contract.append_only import json_line
 from toolcanary.contract.chat import Message
 from toolcanary.contract.simulator_api import TaskRequest, UserRequest, VerifyRequest
 from toolcanary.contract.tasks import SimulatedTask
@@ -320,7 +321,7 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             # that step's files only; appended under the append-only rule, so a worker killed mid-line costs
             # that line only and the driver's reader says so.
             writer = f"{socket.gethostname()}-{os.getpid()}.jsonl"
-            append_line(step_episodes(self.episode_log, record.step) / writer, record.model_dump_json() + "\n")
+            append_line(step_episodes(self.episode_log, record.step) / writer, json_line(record))
         return AgentLoopOutput(
             prompt_ids=list(prompt_ids), response_ids=list(response_ids)[: self.response_length],
             response_mask=list(mask)[: self.response_length],

@@ -137,7 +137,8 @@ def starting_policy(settings: TrainSettings, held_out: int = 0, progress: bool =
         summary = {"run": settings.run, "base_model": base_model, "policy": str(settings.run_state() / "reference")}
         if held_out:
             answers = asyncio.run(held_out_answers(
-                policy, tokenizer, url, count=held_out, seed=settings.seed, max_tools=settings.max_tools,
+                policy, tokenizer, url, count=held_out, run_prefix=task_key_prefix(settings.run_state(), settings.run),
+                seed=settings.seed, max_tools=settings.max_tools,
                 max_tokens=settings.max_turn_tokens, enable_thinking=settings.enable_thinking))
             write_held_out(settings.run_results() / HELD_OUT_FILE, answers)
             summary["held_out"] = {"answers": str(settings.run_results() / HELD_OUT_FILE), **answer_counts(answers)}

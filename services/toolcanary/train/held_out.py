@@ -3,12 +3,13 @@
 A warm-started policy has to write calls that the serving side's tool parser (vLLM's hermes parser) decodes,
 closing tags included; a policy that closes a call with `>` instead of `</tool_call>` scores nothing on BFCL.
 This draws a fixed set of fresh first-level tasks, a quarter of them abstention tasks, under keys of their own
-(`heldout-warm-<seed>-<i>`: a run's warm-start and training keys all begin with the run id and its tag),
+(`heldout-<run>-<tag>-warm-<seed>-<i>`: the run's private tag keeps anyone else who can reach the simulator
+from claiming those keys first; the run's warm-start and training keys begin with `<run>-<tag>`),
 builds each prompt as a rollout's first turn does, generates greedily up to `max_turn_tokens` and keeps the
 decoded text with its special tokens, as the server's parser will see it.
 
     python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
-    answers = asyncio.run(held_out_answers(model, tokenizer, url, count=16))
+    answers = asyncio.run(held_out_answers(model, tokenizer, url, count=16, run_prefix="demo-5eed0000c0ffee00"))
 """
 
 from __future__ import annotations
@@ -30,11 +31,12 @@ HELD_OUT_PREFIX = "heldout"
 HELD_OUT_NO_CALL_FRACTION = 0.25
 
 
-async def held_out_answers(model, tokenizer, url: str, *, count: int, seed: int = 0, max_tools: int | None = 1,
-                           max_tokens: int = 128, enable_thinking: bool = False) -> list[HeldOutAnswer]:
+async def held_out_answers(model, tokenizer, url: str, *, count: int, run_prefix: str, seed: int = 0,
+                           max_tools: int | None = 1, max_tokens: int = 128,
+                           enable_thinking: bool = False) -> list[HeldOutAnswer]:
     """The policy's greedy first answer on each of `count` held-out tasks (tasks the simulator cannot author
-    are left out; none at all raises)."""
-    requests = warm_start_requests(key_prefix=HELD_OUT_PREFIX, seed=seed, count=count, task_pool=0,
+    are left out; none at all raises). `run_prefix`: the run's `task_key_prefix` (run id and private tag)."""
+    requests = warm_start_requests(key_prefix=f"{HELD_OUT_PREFIX}-{run_prefix}", seed=seed, count=count, task_pool=0,
                                    max_tools=max_tools, no_call_fraction=HELD_OUT_NO_CALL_FRACTION)
     async with SimulatorClient(url) as sim:
         answers = [await sim.task(request) for request in requests]

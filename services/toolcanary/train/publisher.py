@@ -36,6 +36,7 @@ from toolcanary.contract.manifests import (
     CheckpointManifest,
     PublishedCheckpoint,
     append_published,
+    checkpoint_files,
     read_checkpoint_manifest,
     read_published,
     verify_checkpoint,  # noqa: F401 (the trainer and its tests import it from here)
@@ -197,7 +198,7 @@ def _seal(tmp: Path, final: Path, run_dir: Path, *, run: str, step: int, base_mo
         contract_version=CONTRACT_VERSION, run=run, step=step, base_model=base_model,
         weights_sha256=weights_sha256(tmp, weight_files), weight_files=weight_files, commit=current_commit(),
         curriculum_level=curriculum_level, created_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        dtype=str(dtype).removeprefix("torch."), enable_thinking=enable_thinking,
+        dtype=str(dtype).removeprefix("torch."), enable_thinking=enable_thinking, files=checkpoint_files(tmp),
     )
     (tmp / CHECKPOINT_MANIFEST).write_text(manifest.model_dump_json(indent=2) + "\n")
     _fsync_tree(tmp)

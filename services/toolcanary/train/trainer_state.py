@@ -26,6 +26,9 @@ from toolcanary.train.curriculum import Curriculum
 _STATE = re.compile(r"^state_(\d{4,})\.pt$")
 
 
+MAX_STEP = 100_000  # far beyond any run here (a GPU run has 200 steps)
+
+
 def save_state(folder: Path, *, step: int, policy, optimizer, curriculum: Curriculum, rng: random.Random,
                extra: dict | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
@@ -43,9 +46,17 @@ def save_state(folder: Path, *, step: int, policy, optimizer, curriculum: Curric
 
 
 def latest_state(folder: Path) -> Path | None:
+    """The newest state file; a name that matches but is no regular file (a FIFO would hang the load) is refused.
+
+    Raises:
+        ContractError: the newest matching name is not a regular file.
+    """
     if not folder.exists():
         return None
     found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _STATE.match(p.name)))
+    if found and (found[-1][1].is_symlink() or not found[-1][1].is_file()):
+        raise ContractError(str(found[-1][1]), "a regular file written by this trainer", "something else (a link, "
+                            "a FIFO, a folder)", "Remove it; the trainer resumes from the newest regular state file")
     return found[-1][1] if found else None
 
 
@@ -63,6 +74,11 @@ def load_state(path: Path, *, policy, optimizer, curriculum: Curriculum, rng: ra
         raise ContractError(str(path), "a trainer state dict with step, policy, optimizer, curriculum and RNGs",
                             type(state).__name__ if not isinstance(state, dict) else f"keys {sorted(state)}",
                             "Delete it to resume from the previous state")
+    # Checked before anything is restored: a resume deletes the rows and episodes after the state's step.
+    step, named = state["step"], int(_STATE.match(path.name).group(1)) if _STATE.match(path.name) else None
+    if type(step) is not int or not 0 < step <= MAX_STEP or (named is not None and step != named):
+        raise ContractError(f"{path}: step", f"the step its name says ({named}), an integer from 1 to {MAX_STEP}",
+                            repr(step)[:100], "Delete it to resume from the previous state")
     policy.load_state_dict(state["policy"])
     optimizer.load_state_dict(state["optimizer"])
     curriculum.load_state_dict(state["curriculum"])

@@ -33,6 +33,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
 
@@ -118,6 +119,14 @@ def chat_url(base: str) -> str:
     return base + ("/chat/completions" if base.endswith("/v1") else "/v1/chat/completions")
 
 
+def without_credentials(url: str) -> str:
+    """`url` with any `user:password@` part removed (what a log line may show)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
 def probe_urls(base: str) -> tuple[str, str]:
     """(the /health URL, the /v1/models URL) of an upstream given as `http://host:port[/v1]`."""
     root = base.rstrip("/").removesuffix("/chat/completions").removesuffix("/v1")
@@ -131,6 +140,18 @@ class UpstreamPool:
                              "TOOLCANARY_SIMULATOR_UPSTREAMS")
         self.settings, self.metrics = settings, metrics
         self.urls = [chat_url(u) for u in settings.upstreams]
+        # Each upstream by index in answers, records and metrics: a URL may carry credentials, and /health is
+        # open to anyone who reaches the port. The start log pairs each index with its URL, credentials removed.
+        self.names = {url: f"upstream {n}" for n, url in enumerate(self.urls, 1)}
+        self.names |= {base: f"upstream {n}" for n, base in enumerate(settings.upstreams, 1)}
+        self._secrets = [urlsplit(u).netloc.rpartition("@")[0] for u in settings.upstreams if "@" in urlsplit(u).netloc]
+        if self._secrets and settings.upstream_api_key:
+            with_credentials = [self.names[u] for u in settings.upstreams if "@" in urlsplit(u).netloc]
+            raise ValueError(f"{', '.join(with_credentials)}: the URL carries user:password and "
+                             "TOOLCANARY_SIMULATOR_UPSTREAM_API_KEY is set too; give the credentials once: the API "
+                             "key, or user:password in the URL")
+        for n, base in enumerate(settings.upstreams, 1):
+            log.info("upstream %d: %s", n, without_credentials(base))
         self.in_flight = dict.fromkeys(self.urls, 0)
         self._turn = itertools.count()
         self.headers = {"Authorization": f"Bearer {settings.upstream_api_key}"} if settings.upstream_api_key else {}
@@ -195,7 +216,7 @@ class UpstreamPool:
             status, headers, raw = await asyncio.wait_for(self._post(url, body), timeout_s)
             if status >= 400:
                 result = f"http_{status // 100}xx"
-                raise UpstreamError("upstream", f"{url} answered HTTP {status}: {raw[:200]!r}",
+                raise UpstreamError("upstream", f"{self.names[url]} answered HTTP {status}: {raw[:200]!r}",
                                     resendable=sdk_should_resend(status, headers), headers=headers)
             try:
                 data = json.loads(raw)
@@ -204,25 +225,35 @@ class UpstreamPool:
                 usage = data.get("usage") or {}
             except (ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
                 result = "malformed"
-                raise UpstreamError("upstream", f"{url} sent a body that is not a chat completion: {err!r}") from err
+                raise UpstreamError("upstream", f"{self.names[url]} sent a body that is not a chat completion: "
+                                    f"{err!r}") from err
             return Completion(text, int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0),
-                              url)
+                              self.names[url])
         except TimeoutError as err:
             result = "timeout"
-            raise UpstreamError("timeout", f"{url} did not answer within {timeout_s:g} s", resendable=True) from err
+            raise UpstreamError("timeout", f"{self.names[url]} did not answer within {timeout_s:g} s",
+                                resendable=True) from err
         except aiohttp.ClientError as err:
             result = "connect_error"
-            raise UpstreamError("upstream", f"{url}: {type(err).__name__}: {err}", resendable=True) from err
+            raise UpstreamError("upstream", f"{self.names[url]}: {type(err).__name__}: {self.redact(str(err))}",
+                                resendable=True) from err
         finally:
             self.in_flight[url] -= 1
-            self.metrics.inc("upstream_requests_total", upstream=url, result=result)
+            self.metrics.inc("upstream_requests_total", upstream=self.names[url], result=result)
+
+    def redact(self, text: str) -> str:
+        """`text` without any upstream's credentials (an error message may quote a URL)."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
 
     async def _post(self, url: str, body: dict) -> tuple[int, Mapping[str, str], bytes]:
         async with self._client().post(url, json=body) as response:
             return response.status, response.headers, await response.read()
 
     async def unavailable(self) -> list[dict[str, str]]:
-        """The upstreams that fail a health probe now, each as {"upstream", "url", "error"}; [] when all answer.
+        """The upstreams that fail a health probe now, each as {"upstream", "probe", "error"} (the upstream by
+        index, the probe's path); [] when all answer.
 
         One probe round at a time (concurrent callers share it); its result is reused for health_cache_s.
         """
@@ -233,14 +264,14 @@ class UpstreamPool:
             was_down = bool(self._health and self._health[1])
             self._health = (time.monotonic(), found)
         for problem in found:
-            log.warning("upstream %s is not healthy: %s: %s", problem["upstream"], problem["url"], problem["error"])
+            log.warning("%s is not healthy: %s: %s", problem["upstream"], problem["probe"], problem["error"])
         if was_down and not found:
             log.info("every upstream answers its health probe again")
         return found
 
     async def _probe(self, base: str) -> dict[str, str] | None:
         health, models = probe_urls(base)
-        url = health
+        url, name = health, self.names[base]
         try:
             status = await self._status(health)
             if status == 404:
@@ -248,12 +279,14 @@ class UpstreamPool:
                 url = models
                 status = await self._status(models)
         except TimeoutError:
-            return {"upstream": base, "url": url, "error": f"no answer within {self.settings.health_timeout_s:g} s"}
-        except aiohttp.ClientError as err:
-            return {"upstream": base, "url": url, "error": f"{type(err).__name__}: {err}"}
-        if status != 200:
-            return {"upstream": base, "url": url, "error": f"HTTP {status} (expected 200)"}
-        return None
+            error = f"no answer within {self.settings.health_timeout_s:g} s"
+        except (aiohttp.ClientError, ValueError) as err:  # ValueError: aiohttp refusing the URL itself
+            error = f"{type(err).__name__}: {self.redact(str(err))}"
+        else:
+            if status == 200:
+                return None
+            error = f"HTTP {status} (expected 200)"
+        return {"upstream": name, "probe": urlsplit(url).path, "error": error}
 
     async def _status(self, url: str) -> int:
         timeout = self.settings.health_timeout_s
