@@ -106,7 +106,7 @@ def test_a_failed_attempt_is_retried_and_the_retry_is_counted(llm, upstreams, tm
     assert answer["outcome"] == "ok" and answer["result"] == "fine"
     assert records(tmp_path, "tool")[-1].retries == 1
     text = client.get("/metrics").text
-    assert f'toolcanary_simulator_upstream_requests_total{{result="http_5xx",upstream="upstream 1"}} 1' in text
+    assert 'toolcanary_simulator_upstream_requests_total{result="http_5xx",upstream="upstream 1"} 1' in text
     assert re.search(r'toolcanary_simulator_tokens_total\{kind="prompt",role="tool"\} [1-9]', text)
 
 
