@@ -115,7 +115,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("simulator", "upstreams"): ("http://a:1, http://b:2", ["http://a:1", "http://b:2"]),
            ("simulator", "backoff"): ("fixed", "fixed"), ("evaluate", "serving"): ("compose", "compose"),
            ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample")),
-           ("evaluate", "gpus"): ("3,5", ("3", "5"))}
+           ("evaluate", "gpus"): ("3,5", ("3", "5")),
+           ("simulator", "token"): ("a-sample-token-of-32-characters", "a-sample-token-of-32-characters")}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)
