@@ -30,7 +30,8 @@ SimulatorMode = Literal["toolcanary", "trustee"]
 AbortCause = Literal["timeout", "parse", "validation", "upstream", "too_large", "rejected", "auth"]
 ABORT_CAUSES: tuple[str, ...] = get_args(AbortCause)
 ROLES: tuple[Role, ...] = ("task", "tool", "user", "verify")
-MAX_STEP = 10**6  # a training step beyond any run; a larger one is refused (it names a record file)
+MAX_STEP = 100_000  # a training step beyond any run; a larger one is refused (it names a record file: a
+# token holder opens at most this many)
 
 
 TaskKey = Annotated[str, Field(min_length=1, max_length=200)]
