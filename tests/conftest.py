@@ -1,5 +1,9 @@
 """Fixtures every suite shares: `drill`, which prints a fault drill's figures to the terminal, and
-`trustee_checkout` (and `make_trustee_checkout`), a folder shaped like a TRUSTEE checkout at the pinned commit.
+`trustee_checkout` (and `make_trustee_checkout`), a stand-in TRUSTEE checkout: a real git repository whose one
+commit holds placeholder files at TRUSTEE's paths. The checkout check hashes files against their commit, so
+the stand-in's commit (`STANDIN_COMMIT`, the same on every machine: fixed author and dates) is the pinned
+commit of every test process: this file sets it in the checkout module and, for subprocesses, in the
+simulator's and the trainer's `trustee_commit` variables.
 
 pytest loads this file for any suite under tests/, whichever environment runs it (scripts/run_tests.sh).
 """
@@ -7,11 +11,15 @@ pytest loads this file for any suite under tests/, whichever environment runs it
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 
-PINNED = "daf7267919815b1da45e28b29097e51879a88ae2"
+import toolcanary.contract.trustee_checkout as trustee_checkout_module
+
 # Placeholder templates with TRUSTEE's file names, function names and signatures; each writes its fields out
 # as JSON after a marker, so a test can read back exactly what the mode substituted.
 TEMPLATES = {
@@ -122,31 +130,76 @@ TOOLBENCH_LIBRARY = {"Communication": {"Test Mail API": [
 ]}}
 
 
-def write_trustee_checkout(root: Path, commit: str = PINNED, skip: str | None = None) -> Path:
-    """A folder shaped like a TRUSTEE checkout: .git at `commit`, the five templates, the tool parser, a tiny
-    ToolBench library."""
+_GIT_IDENTITY = {"GIT_AUTHOR_NAME": "stand-in", "GIT_AUTHOR_EMAIL": "stand-in@example.org",
+                 "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z", "GIT_COMMITTER_NAME": "stand-in",
+                 "GIT_COMMITTER_EMAIL": "stand-in@example.org", "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+                 "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, **_GIT_IDENTITY}
+    return subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def write_trustee_checkout(root: Path, commit: str | None = None, skip: str | None = None) -> Path:
+    """A stand-in TRUSTEE checkout: the five templates, the tool parser and a tiny ToolBench library committed to
+    a git repository, then the file named `skip` deleted; with `commit`, instead a `.git` whose HEAD merely
+    names that commit (no objects: a forged or foreign checkout)."""
     templates = root / "verl/recipe/trustee/utils/templates"
-    templates.mkdir(parents=True, exist_ok=True)
-    for name, text in TEMPLATES.items():
-        if name != skip:
-            (templates / name).write_text(text.lstrip())
-    if skip != "tool_parser.py":
-        parser = root / "verl/verl/experimental/agent_loop/tool_parser.py"
-        parser.parent.mkdir(parents=True, exist_ok=True)
-        parser.write_text(TOOL_PARSER.lstrip())
+    parser = root / "verl/verl/experimental/agent_loop/tool_parser.py"
     data = root / "verl/recipe/trustee/data"
-    data.mkdir(parents=True, exist_ok=True)
-    if skip != "toolbench_tools.json":
-        (data / "toolbench_tools.json").write_text(json.dumps(TOOLBENCH_LIBRARY))
-    (root / ".git/refs/heads").mkdir(parents=True, exist_ok=True)
-    (root / ".git/HEAD").write_text("ref: refs/heads/main\n")
-    (root / ".git/refs/heads/main").write_text(commit + "\n")
+    files = {templates / name: text.lstrip() for name, text in TEMPLATES.items()}
+    files |= {parser: TOOL_PARSER.lstrip(), data / "toolbench_tools.json": json.dumps(TOOLBENCH_LIBRARY)}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    if commit is not None:
+        (root / ".git/refs/heads").mkdir(parents=True, exist_ok=True)
+        (root / ".git/HEAD").write_text("ref: refs/heads/main\n")
+        (root / ".git/refs/heads/main").write_text(commit + "\n")
+    else:
+        _git(root, "init", "-q", "-b", "main")
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", "stand-in of TRUSTEE's files")
+    if skip is not None:
+        next(path for path in files if path.name == skip).unlink()
     return root
+
+
+def _standin_commit() -> str:
+    with tempfile.TemporaryDirectory() as folder:
+        return _git(write_trustee_checkout(Path(folder) / "TRUSTEE"), "rev-parse", "HEAD")
+
+
+# The pinned commit of every test process: this one through the module (settings made here with or without an
+# environment), subprocesses through their settings' environment variables.
+STANDIN_COMMIT = _standin_commit()
+trustee_checkout_module.PINNED_COMMIT = STANDIN_COMMIT
+for _service in ("SIMULATOR", "TRAIN"):
+    os.environ[f"TOOLCANARY_{_service}_TRUSTEE_COMMIT"] = STANDIN_COMMIT
+
+
+@pytest.fixture
+def commit_checkout():
+    """`commit_checkout(root)` -> the id of a new commit of everything now in the stand-in checkout at `root`
+    (a test that changes its files plays that commit: `trustee_commit=`)."""
+    def commit(root: Path) -> str:
+        _git(root, "add", "-A")
+        _git(root, "commit", "-q", "-m", "changed by a test")
+        return _git(root, "rev-parse", "HEAD")
+    return commit
+
+
+@pytest.fixture(scope="session")
+def standin_commit() -> str:
+    """The commit of every `trustee_checkout`: the one the test processes' settings play."""
+    return STANDIN_COMMIT
 
 
 @pytest.fixture
 def make_trustee_checkout():
-    """`make_trustee_checkout(root, commit=..., skip=file name)` -> a checkout-shaped folder (see above)."""
+    """`make_trustee_checkout(root, commit=..., skip=file name)` -> a stand-in checkout (see above)."""
     return write_trustee_checkout
 
 

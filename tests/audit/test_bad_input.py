@@ -1,4 +1,5 @@
-"""Bad input: damaged task logs are skipped and counted, a bad pass is left out with its reason, and wrong
+"""Bad input: task lines that hold no task are skipped and counted, torn and fenced lines skipped as the
+simulator skips them, a broken middle line stops the audit as it stops the simulator, a bad pass is left out with its reason, and wrong
 arguments stop the audit with a message that says what was expected, before anything is written.
 
 Runs audit two small categories (simple_python, live_simple) to stay quick.
@@ -47,7 +48,7 @@ def dirs(tmp_path, fx):
     }
 
 
-def test_damaged_task_lines_are_skipped_counted_and_the_rest_still_audited(dirs, fx, cli):
+def test_task_lines_without_a_task_are_skipped_counted_and_the_rest_still_audited(dirs, fx, cli):
     aquarium = fx.CLEAN_TOOLS["home"]["Aquarium"]
     good = fx.task_record(RUN, "paraphrase", *PARAPHRASE, aquarium)
     no_task = json.loads(good)
@@ -57,7 +58,6 @@ def test_damaged_task_lines_are_skipped_counted_and_the_rest_still_audited(dirs,
         RUN,
         {
             1: [
-                "{not json",
                 json.dumps({"role": "task", "unexpected": True}),
                 json.dumps(no_task),
                 fx.task_record(RUN, "gave-up", "q", "i", aquarium, outcome="aborted"),
@@ -66,21 +66,33 @@ def test_damaged_task_lines_are_skipped_counted_and_the_rest_still_audited(dirs,
             ],
         },
     )
-    (dirs["runs"] / RUN / "simulator" / "step_0002.jsonl").write_bytes(
-        b"\xff\xfe broken bytes\n" + good.encode() + b"\n"
-    )
+    # A writer killed mid-line leaves a torn tail, which both readers skip.
+    (dirs["runs"] / RUN / "simulator" / "step_0002.jsonl").write_bytes(good.encode() + b"\n{\"role\": \"ta")
     code, out, _ = cli(*dirs["args"])
     assert code == 0
     assert (
         "skipped task lines: {'aborted task call': 1, 'no valid SimulatedTask in response.task': 1, "
-        "'not JSON': 2, 'not a RoleRecord': 1}"
+        "'not a RoleRecord': 1}"
     ) in out
     rows = {r["id"]: r for r in csv.DictReader((dirs["results"] / RUN / "audit" / "audit.csv").open())}
     assert rows["simple_python_0"]["query_overlap"] == "1"
     assert rows["simple_python_0"]["query_task"] == "paraphrase"
     md = (dirs["results"] / RUN / "audit" / "audit.md").read_text()
     assert "1 distinct tasks from 2 files" in md and "2 repeats" in md
-    assert "lines skipped: 1 aborted task call, 1 no valid SimulatedTask in response.task, 2 not JSON" in md
+    assert "lines skipped: 1 aborted task call, 1 no valid SimulatedTask in response.task, 1 not a RoleRecord" in md
+
+
+@pytest.mark.parametrize("broken", [b"{not json", b"\xff\xfe broken bytes"])
+def test_a_broken_middle_line_stops_the_audit_as_it_stops_the_simulator(dirs, fx, cli, broken):
+    """A middle line no writer fenced off is damage, not a torn write: counting past it would audit other tasks
+    than the simulator reloads (it refuses the file)."""
+    good = fx.task_record(RUN, "paraphrase", *PARAPHRASE, fx.CLEAN_TOOLS["home"]["Aquarium"])
+    folder = dirs["runs"] / RUN / "simulator"
+    folder.mkdir(parents=True)
+    (folder / "step_0001.jsonl").write_bytes(good.encode() + b"\n" + broken + b"\n" + good.encode() + b"\n")
+    code, out, err = cli(*dirs["args"])
+    assert code != 0 and "step_0001.jsonl: line 2" in out + err and "no writer fenced off" in out + err
+    assert not (dirs["results"] / RUN / "audit").exists()
 
 
 def test_a_task_whose_text_holds_a_unicode_line_separator_is_read_whole(dirs, fx, cli):

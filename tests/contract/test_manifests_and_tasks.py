@@ -54,6 +54,28 @@ def test_readers_refuse_a_folder_without_a_complete_manifest(tmp_path):
         read_checkpoint_manifest(tmp_path)
 
 
+@pytest.mark.parametrize("run", ["--trust-remote-code", "../other", "demo\n", ""])
+def test_a_manifest_whose_run_is_no_run_id_is_refused(tmp_path, run):
+    """The run names the served model on vLLM's command line: a flag-looking or path-like one is refused."""
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest(run=run)))
+    with pytest.raises(ContractError, match="complete checkpoint manifest"):
+        read_checkpoint_manifest(tmp_path)
+
+
+def test_an_oversized_manifest_is_refused_by_its_size_before_it_is_parsed(tmp_path):
+    from toolcanary.contract.manifests import CHECKPOINT_MANIFEST_MAX_BYTES
+
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    padded = manifest(base_model="x" * CHECKPOINT_MANIFEST_MAX_BYTES)
+    (tmp_path / "manifest.json").write_text(json.dumps(padded))
+    with pytest.raises(ContractError) as refused:
+        read_checkpoint_manifest(tmp_path)
+    assert f"at most {CHECKPOINT_MANIFEST_MAX_BYTES} bytes" in str(refused.value) and len(str(refused.value)) < 600
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest(base_model="x" * 1000)))
+    assert read_checkpoint_manifest(tmp_path).step == 10
+
+
 def _published(folder, shards: dict[str, bytes], with_files: bool = True):
     from toolcanary.contract.manifests import checkpoint_files, weights_sha256
 

@@ -258,8 +258,10 @@ def test_a_container_without_a_token_stops_before_vllm_starts(container):
     assert not box.pidfile.exists(), "vLLM was started although the simulator has no token"
 
 
-def test_settings_that_hold_are_checked_and_reported_before_vllm_starts(container, trustee_checkout):
+def test_settings_that_hold_are_checked_and_reported_before_vllm_starts(container, trustee_checkout,
+                                                                        standin_commit):
     box = container("healthy", env={"TOOLCANARY_SIMULATOR_MODE": "trustee",
-                                    "TOOLCANARY_SIMULATOR_TRUSTEE_DIR": str(trustee_checkout)})
+                                    "TOOLCANARY_SIMULATOR_TRUSTEE_DIR": str(trustee_checkout),
+                                    "TOOLCANARY_SIMULATOR_TRUSTEE_COMMIT": standin_commit})
     box.wait_until_serving()
     assert "settings ok: backend llm, mode trustee" in box.output() and "(2 tools)" in box.output()

@@ -42,12 +42,15 @@ def _tool(tool_name: str, **function) -> dict:
 
 
 def test_the_real_sized_library_loads_and_its_unusable_entries_are_reported(trustee_checkout, make_client,
-                                                                               upstreams, caplog, tmp_path):
+                                                                               upstreams, caplog, tmp_path,
+                                                                               commit_checkout):
     expected = write_toolbench_like(trustee_checkout / LIBRARY)
+    commit = commit_checkout(trustee_checkout)
     assert 15_000_000 < expected.size_bytes < 16_000_000
     upstreams[0].reset()
     caplog.set_level(logging.INFO, logger="toolcanary.simulator.app")
-    client = make_client(backend="llm", mode="trustee", trustee_dir=trustee_checkout, upstreams=[upstreams[0].url])
+    client = make_client(backend="llm", mode="trustee", trustee_dir=trustee_checkout, trustee_commit=commit,
+                         upstreams=[upstreams[0].url])
 
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and f"{len(UNUSABLE)} entries left out" in warnings[0]
@@ -138,10 +141,12 @@ def test_shared_names_are_all_drawn_as_trustee_draws_them_and_looked_up_as_the_f
     (b'{"Cat": {"Set": [null, {"function": {}}]}}', "none among 2 entries ('Cat' / 'Set' [0]: not a JSON object"),
 ])
 def test_a_file_that_is_no_library_is_refused_with_what_came_and_what_to_do(trustee_checkout, make_client, content,
-                                                                             message):
+                                                                             message, commit_checkout):
     (trustee_checkout / LIBRARY).write_bytes(content)
+    commit = commit_checkout(trustee_checkout)
     with pytest.raises(ContractError, match=re.escape(message)) as caught:
-        make_client(backend="llm", mode="trustee", trustee_dir=trustee_checkout, upstreams=["http://127.0.0.1:9"])
+        make_client(backend="llm", mode="trustee", trustee_dir=trustee_checkout, trustee_commit=commit,
+                    upstreams=["http://127.0.0.1:9"])
     assert "toolbench_tools.json" in str(caught.value) and "--library" in str(caught.value)
 
 

@@ -15,7 +15,6 @@ import random
 import pytest
 
 from toolcanary.contract import ContractError
-from toolcanary.contract.trustee_checkout import PINNED_COMMIT
 from toolcanary.simulator.library_index import LibraryIndex
 from toolcanary.simulator.settings import SimulatorSettings
 
@@ -140,7 +139,7 @@ def test_a_checkout_that_is_absent_incomplete_or_at_another_commit_is_refused_by
                                                                                      make_trustee_checkout):
     root = tmp_path / "TRUSTEE"
     if layout == "other-commit":
-        make_trustee_checkout(root, commit="0123456" + PINNED_COMMIT[7:])
+        make_trustee_checkout(root, commit="0123456" + "0" * 33)
     elif layout == "no-git":
         make_trustee_checkout(root)
         for path in sorted((root / ".git").rglob("*"), reverse=True):
@@ -194,29 +193,30 @@ def test_trustees_tool_sampling_draws_any_category_and_never_tops_up_a_small_one
     assert all(len(tools) == 2 and {t.category for t in tools} == {"Big"} for tools in ours)
 
 
-def test_every_start_records_the_library_it_draws_from(trustee, make_client, tmp_path, trustee_checkout):
+def test_every_start_records_the_library_it_draws_from(trustee, make_client, tmp_path, trustee_checkout,
+                                                       standin_commit):
     from toolcanary.contract import LibraryRecord
 
     trustee()
     make_client()  # a second start, in the toolcanary mode, with the packaged library
     lines = (tmp_path / "runs" / "test" / "simulator" / "libraries.jsonl").read_text().splitlines()
     theirs, ours = (LibraryRecord.model_validate_json(line) for line in lines)
-    assert (theirs.mode, theirs.packaged, theirs.tools, theirs.trustee_commit) == ("trustee", False, 2, PINNED_COMMIT)
+    assert (theirs.mode, theirs.packaged, theirs.tools, theirs.trustee_commit) == ("trustee", False, 2, standin_commit)
     assert theirs.in_checkout == "verl/recipe/trustee/data/toolbench_tools.json"
     assert (ours.mode, ours.packaged, ours.trustee_commit) == ("toolcanary", True, None) and ours.tools > 200
 
 
 def test_every_health_answer_names_the_trustee_mode_and_the_checkouts_commit(trustee, make_trustee_checkout,
-                                                                              tmp_path):
+                                                                              tmp_path, standin_commit):
     """The trainer's pre-flight compares these with its own mode and checkout, so both routes must carry them."""
     client = trustee()
     answers = [client.get(path) for path in ("/health/live", "/health/ready", "/health")]
     assert [a.status_code for a in answers] == [200] * 3, answers[-1].text
-    assert [(a.json()["mode"], a.json()["trustee_commit"]) for a in answers] == [("trustee", PINNED_COMMIT)] * 3
+    assert [(a.json()["mode"], a.json()["trustee_commit"]) for a in answers] == [("trustee", standin_commit)] * 3
 
-    # The commit is the checkout's as it was at start: templates imported then are what this process plays.
+    # The commit is the one verified at start: templates imported then are what this process plays.
     moved = make_trustee_checkout(tmp_path / "moved")
     client = trustee(trustee_dir=moved)
     (moved / ".git/refs/heads/main").write_text("f" * 40 + "\n")
-    assert client.get("/health/live").json()["trustee_commit"] == PINNED_COMMIT
+    assert client.get("/health/live").json()["trustee_commit"] == standin_commit
 

@@ -116,7 +116,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("simulator", "backoff"): ("fixed", "fixed"), ("evaluate", "serving"): ("compose", "compose"),
            ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample")),
            ("evaluate", "gpus"): ("3,5", ("3", "5")),
-           ("simulator", "token"): ("a-sample-token-of-32-characters", "a-sample-token-of-32-characters")}
+           ("simulator", "token"): ("a-sample-token-of-32-characters", "a-sample-token-of-32-characters"),
+           ("simulator", "trustee_commit"): ("1" * 40, "1" * 40), ("train", "trustee_commit"): ("1" * 40, "1" * 40)}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ class StubBehaviour:
     contract_version: str = CONTRACT_VERSION
     mode: str | None = "toolcanary"  # None: left out, as a simulator of contract 1.4 answers
     trustee_commit: str | None = None
+    run: str | None = None  # None: the trainer's run, as TOOLCANARY_TRAIN_RUN says here, else "drill"
     ready_status: int = 200
     token: str | None = None
     per_episode_results: bool = False
@@ -94,7 +96,8 @@ class StubSimulator:
                                          status=self.behaviour.ready_status)
             rules = {"mode": self.behaviour.mode, "trustee_commit": self.behaviour.trustee_commit}
             return web.json_response({"status": "ok", "contract_version": self.behaviour.contract_version,
-                                      "backend": "scripted", "run": "stub", "probe": "ready",
+                                      "backend": "scripted", "probe": "ready",
+                                      "run": self.behaviour.run or os.environ.get("TOOLCANARY_TRAIN_RUN", "drill"),
                                       **({} if self.behaviour.mode is None else rules)})
 
         app.router.add_get("/health", health)

@@ -140,12 +140,13 @@ def test_drill_the_trainer_refuses_a_simulator_of_the_other_mode(tmp_path, trust
           checkpoints_published=0)
 
 
-def test_in_mode_trustee_a_simulator_of_another_commit_is_refused_and_one_of_the_same_passes(trustee_checkout):
+def test_in_mode_trustee_a_simulator_of_another_commit_is_refused_and_one_of_the_same_passes(trustee_checkout,
+                                                                                              standin_commit):
     settings = TrainSettings(mode="trustee", trustee_dir=trustee_checkout)
     rules = TrainerRules.of(settings)
-    assert rules == TrainerRules("trustee", PINNED_COMMIT)  # read from the checkout's own git metadata
-    other = "0123456" + PINNED_COMMIT[7:]
-    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=other)) as sim:
+    assert rules == TrainerRules("trustee", standin_commit, settings.run)  # the trainer's trustee_commit and run
+    other = "0123456" + standin_commit[7:]
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=other, run=settings.run)) as sim:
         with pytest.raises(SimulatorNotReady) as refused:
             check_simulator(sim.url, rules=rules)
         # Before a later step too, at once: no wait can make another commit the trainer's.
@@ -153,12 +154,23 @@ def test_in_mode_trustee_a_simulator_of_another_commit_is_refused_and_one_of_the
             wait_ready(sim.url, wait_s=60, rules=rules)
     for err in (refused.value, later.value):
         assert err.fatal and f"plays TRUSTEE at commit {other}" in err.reason
-        assert f"this trainer's checkout is at {PINNED_COMMIT}" in err.reason
-        assert f"one checkout at commit {PINNED_COMMIT}" in err.fix and "TOOLCANARY_TRAIN_TRUSTEE_DIR" in err.fix
-    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT)) as sim:
+        assert f"this trainer's checkout is at {standin_commit}" in err.reason
+        assert f"one checkout at commit {standin_commit}" in err.fix and "TOOLCANARY_TRAIN_TRUSTEE_DIR" in err.fix
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=standin_commit, run=settings.run)) as sim:
         health = check_simulator(sim.url, rules=rules)
-        assert (health.mode, health.trustee_commit) == ("trustee", PINNED_COMMIT)
+        assert (health.mode, health.trustee_commit) == ("trustee", standin_commit)
         assert wait_ready(sim.url, wait_s=1, rules=rules) == health
+
+
+def test_a_simulator_that_files_another_run_is_refused_and_one_of_the_same_run_passes():
+    rules = TrainerRules("toolcanary", run="mine")
+    with StubSimulator(StubBehaviour(run="theirs")) as sim:
+        with pytest.raises(SimulatorNotReady) as refused:
+            check_simulator(sim.url, rules=rules)
+    assert refused.value.fatal and "serves run 'theirs', this trainer trains run 'mine'" in refused.value.reason
+    assert "--run mine" in refused.value.fix and "--run theirs" in refused.value.fix
+    with StubSimulator(StubBehaviour(run="mine")) as sim:
+        assert check_simulator(sim.url, rules=rules).run == "mine"
 
 
 def test_a_simulator_of_another_contract_version_is_told_apart_from_one_without_a_mode():

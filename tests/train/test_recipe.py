@@ -243,12 +243,16 @@ def test_verls_dataset_keeps_every_seed_row_under_the_overlong_prompt_filter(rep
     assert len(create_rl_dataset(data.val_files, tight, tokenizer, None, is_train=False)) == 0
 
 
-def test_train_sh_refuses_a_missing_or_foreign_trustee_checkout_before_ray(tmp_path, make_trustee_checkout):
-    """The GPU recipe runs in mode trustee by default: without the checkout it reads, it stops at the check."""
+def test_train_sh_refuses_a_missing_foreign_or_forged_trustee_checkout_before_ray(tmp_path, make_trustee_checkout,
+                                                                                  standin_commit):
+    """The GPU recipe runs in mode trustee by default: without the checkout it reads, it stops at the check; a
+    `.git` that names the commit without holding it is refused before a template is imported."""
     workdir = tmp_path / "workdir"
     workdir.mkdir()
     other = make_trustee_checkout(tmp_path / "other", commit="f" * 40)
-    for trustee_dir, message in ((tmp_path / "absent", "no folder at"), (other, "commit " + "f" * 40)):
+    forged = make_trustee_checkout(tmp_path / "forged", commit=standin_commit)
+    for trustee_dir, message in ((tmp_path / "absent", "no folder at"), (other, "commit " + "f" * 40),
+                                 (forged, f"does not hold commit {standin_commit}")):
         env = _train_sh_env(tmp_path, TRUSTEE_DIR=str(trustee_dir))
         done = run_in_read_only_workdir(["bash", str(RECIPE / "train.sh"), "--check"], workdir, env)
         output = done.stdout + done.stderr

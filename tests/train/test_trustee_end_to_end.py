@@ -71,7 +71,7 @@ class StubModel:
 
 
 def test_one_trustee_episode_through_the_real_simulator(tokenizer, trustee_checkout, tmp_path, monkeypatch):
-    monkeypatch.setenv("TOOLCANARY_SIMULATOR_TOKEN", "e2e-token")  # the simulator's and the trainer's
+    monkeypatch.setenv("TOOLCANARY_SIMULATOR_TOKEN", "e2e-token-of-the-test")  # the simulator's and the trainer's
     with StubModel() as model:
         port = free_port()
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),

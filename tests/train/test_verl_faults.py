@@ -95,11 +95,12 @@ def test_the_first_dispatch_of_a_trainer_process_needs_a_simulator_that_passes_t
     assert dispatched == []
 
 
-def test_a_trustee_trainer_dispatches_only_against_a_trustee_simulator_of_its_commit(gpu_env, trustee_checkout):
+def test_a_trustee_trainer_dispatches_only_against_a_trustee_simulator_of_its_commit(gpu_env, trustee_checkout,
+                                                                                      standin_commit):
     manager, dispatched, env = gpu_env
     env.setenv("TOOLCANARY_TRAIN_MODE", "trustee")  # as train.sh exports it, for the agent loop and the manager
     env.setenv("TOOLCANARY_TRAIN_TRUSTEE_DIR", str(trustee_checkout))
-    other = "0123456" + PINNED_COMMIT[7:]
+    other = "0123456" + standin_commit[7:]
     for behaviour, message in [(StubBehaviour(mode="toolcanary"), "plays mode toolcanary .* runs mode trustee"),
                                (StubBehaviour(mode="trustee", trustee_commit=other), f"TRUSTEE at commit {other}")]:
         with StubSimulator(behaviour) as sim:
@@ -107,7 +108,7 @@ def test_a_trustee_trainer_dispatches_only_against_a_trustee_simulator_of_its_co
             with pytest.raises(SimulatorNotReady, match=message):
                 dispatch(manager, 1)
     assert dispatched == []
-    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=PINNED_COMMIT)) as sim:
+    with StubSimulator(StubBehaviour(mode="trustee", trustee_commit=standin_commit)) as sim:
         env.setenv("TOOLCANARY_TRAIN_SIMULATOR_URL", sim.url)
         dispatch(manager, 1)
     assert dispatched == [1]

@@ -6,8 +6,10 @@ again through `trustee_dir` when the audit runs outside the container). Its SHA-
 simulator read; a run whose starts used different libraries needs `--library` to say which.
 
 Tasks come from `<runs>/<run>/simulator/step_*.jsonl` (one `RoleRecord` per line; task-author lines hold the
-`SimulatedTask` in `response["task"]`). A line that is not JSON, not a record, or holds no valid task is
-skipped and counted per reason: a damaged log must not hide the rest of the run. A tool a generated task
+`SimulatedTask` in `response["task"]`). They are read by the append-only rule, as the simulator reloads them: a
+torn last line or a line a writer fenced off is skipped with a warning; a broken line in the middle that no
+writer fenced off stops the audit, naming the file and line, as it stops the simulator (the two must count the
+same tasks). A whole JSON line that is not a record, or holds no valid task, is skipped and counted per reason. A tool a generated task
 offers that is not in the library (an LLM author may invent or edit one) joins the training tools too,
 because the policy saw it.
 
@@ -84,12 +86,8 @@ def library_tools(path: Path) -> list[TrainingTool]:
     ]
 
 
-def _task_of(line: str) -> SimulatedTask | str | None:
-    """The task on a record line, a skip reason, or None for a record of another role."""
-    try:
-        raw = json.loads(line)
-    except json.JSONDecodeError:
-        return "not JSON"
+def _task_of(raw: object) -> SimulatedTask | str | None:
+    """The task of a parsed record line, a skip reason, or None for a record of another role."""
     if isinstance(raw, dict) and raw.get("role") in ROLES and raw["role"] != "task":
         # Tool, user and verifier lines are most of the log and carry whole histories; no need to parse them.
         return None
@@ -110,7 +108,11 @@ def _task_of(line: str) -> SimulatedTask | str | None:
 def read_tasks(
     run_folder: Path, known_tools: set[tuple[str, str]] | None = None, progress: bool = False
 ) -> TaskReading:
-    """Read the generated tasks of one run folder (`<runs>/<run>`); a missing folder gives no tasks."""
+    """Read the generated tasks of one run folder (`<runs>/<run>`); a missing folder gives no tasks.
+
+    Raises:
+        ContractError: a broken line in the middle of a record file that no writer fenced off.
+    """
     reading = TaskReading(run_folder / "simulator")
     known = set(known_tools or ())
     seen: set[str] = set()
@@ -122,15 +124,17 @@ def read_tasks(
         try:
             # As the simulator reads its records (the append-only rule): lines end at "\n" only (a task's
             # text may hold U+2028, which the simulator writes raw), and lines a writer fenced off are left out.
-            lines = [line for _, line in iter_lines(path)]
+            lines = list(iter_lines(path))
         except OSError as err:
             log.warning("cannot read %s: %s", path, err)
             reading.skipped["unreadable file"] += 1
             continue
-        for line in lines:
-            if not line.strip():
-                continue
-            task = _task_of(line)
+        for number, line in lines:
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError:
+                raise refused_line(path, number, "a JSON RoleRecord", line) from None
+            task = _task_of(raw)
             if task is None:
                 reading.other_roles += 1
             elif isinstance(task, str):

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolcanary.contract.append_only import append_text, iter_lines, refused_line
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.run_id import RunId
 
 CHECKPOINT_MANIFEST = "manifest.json"
 PUBLISHED = "published.jsonl"
@@ -41,7 +42,7 @@ class CheckpointManifest(BaseModel):
     """`volumes/checkpoints/<run>/step_NNNN/manifest.json`."""
 
     contract_version: str
-    run: str
+    run: RunId  # a manifest names the run vLLM serves it as: never a flag-looking or path-like name
     step: int = Field(ge=0)
     base_model: str
     weights_sha256: str = Field(
@@ -109,6 +110,11 @@ class EvalPassManifest(BaseModel):
     finished_at: str | None = None
 
 
+# A manifest lists a checkpoint's files with their sizes and hashes: a few KiB, under 1 MiB for thousands of
+# shards. Anything larger is not a manifest, and parsing it would stall the reader.
+CHECKPOINT_MANIFEST_MAX_BYTES = 1 << 20
+
+
 def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
     """Load and check a checkpoint's manifest, including that its weight files are there.
 
@@ -124,6 +130,10 @@ def read_checkpoint_manifest(folder: str | Path) -> CheckpointManifest:
             "no manifest",
             "The checkpoint is still being written or was never published; wait for published.jsonl to list it",
         )
+    size = path.stat().st_size
+    if size > CHECKPOINT_MANIFEST_MAX_BYTES:
+        raise ContractError(str(path), f"a checkpoint manifest of at most {CHECKPOINT_MANIFEST_MAX_BYTES} bytes",
+                            f"{size} bytes", "Republish the checkpoint; this file is not one the trainer wrote")
     try:
         manifest = CheckpointManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
     except (json.JSONDecodeError, ValidationError, UnicodeDecodeError, RecursionError) as err:

@@ -3,14 +3,19 @@
 The `trustee` mode plays TRUSTEE's exact prompts (JamyDon/TRUSTEE, `verl/recipe/trustee/`, at the pinned
 commit) without copying them into this repository: the five template modules are imported from the checkout
 and called with the fields TRUSTEE's own code passes, and the simulator loads TRUSTEE's tool library from it.
-A checkout that is missing, incomplete or at another commit is refused with the path and the fix.
+A checkout that is missing, incomplete or at another commit is refused with the path and the fix, and so is
+one whose files are not byte for byte the commit's: every file the mode reads is hashed against the commit's
+tree, read object by object from the checkout's own git store (`toolcanary.contract.git_files`), before any
+of them is imported. A `.git/HEAD` that merely names the pinned commit does not pass.
 
     git clone https://github.com/JamyDon/TRUSTEE && git -C TRUSTEE checkout daf7267919815b1da45e28b29097e51879a88ae2
     checkout = TrusteeCheckout.open("TRUSTEE")
     checkout.system_prompt(0)
 
 The template modules are plain functions over `json` and `textwrap`; importing them runs the checkout's code,
-as running TRUSTEE itself would, so point `trustee_dir` only at a checkout you trust.
+as running TRUSTEE itself would. `trustee_commit` (default: the pinned commit, the one ToolCanary's trustee mode
+is checked against) names another commit to play, e.g. a fork's fix; the run's records and health answers
+state the commit played.
 """
 
 from __future__ import annotations
@@ -20,11 +25,21 @@ import json
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import StringConstraints
 
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.git_files import files_at_commit, git_folder
 
 PINNED_COMMIT = "daf7267919815b1da45e28b29097e51879a88ae2"
+# A full commit id, as the settings `trustee_commit` take it (a short id could name two commits).
+CommitId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+
+
+def pinned_commit() -> str:
+    """The default of the settings `trustee_commit`: PINNED_COMMIT, read when a setting is made."""
+    return PINNED_COMMIT
 RECIPE_DIR = "verl/recipe/trustee"
 TEMPLATES = {
     "system_prompt": f"{RECIPE_DIR}/utils/templates/system_prompt.py",
@@ -41,16 +56,12 @@ _FIX = (f"Clone it and check out the pinned commit: git clone https://github.com
         f"or run the project's own prompts with mode toolcanary")
 
 
-def checkout_commit(root: Path) -> str | None:
-    """The commit a git checkout's HEAD points at, read from its files (no git binary needed); None if not git."""
-    git = root / ".git"
-    if git.is_file():  # a worktree or submodule: ".git" names the real folder
-        text = git.read_text(encoding="utf-8").strip()
-        if not text.startswith("gitdir:"):
-            return None
-        git = (root / text.removeprefix("gitdir:").strip()).resolve()
-    head_file = git / "HEAD"
-    if not head_file.is_file():
+def _head_commit(root: Path) -> str | None:
+    """The commit a git checkout's HEAD names, read from its files (no git binary needed); None if not git.
+    Only a claim: `TrusteeCheckout.open` verifies the files against the commit."""
+    git = git_folder(root)
+    head_file = git / "HEAD" if git else None
+    if head_file is None or not head_file.is_file():
         return None
     head = head_file.read_text(encoding="utf-8").strip()
     if not head.startswith("ref:"):
@@ -107,13 +118,17 @@ class TrusteeCheckout:
         self._tool_parser: ModuleType | None = None
 
     @classmethod
-    def open(cls, root: str | Path) -> TrusteeCheckout:
-        """Check the checkout (folder, commit, every file) and import its templates.
+    def open(cls, root: str | Path, commit: str | None = None) -> TrusteeCheckout:
+        """Check the checkout (folder, commit, every file's bytes against the commit) and import its templates.
+
+        Args:
+            root: the checkout's folder.
+            commit: the commit it must be at; None: PINNED_COMMIT.
 
         Raises:
             ContractError: the folder, a file or the commit is not what the trustee mode needs.
         """
-        return _open(Path(root).expanduser().resolve())
+        return _open(Path(root).expanduser().resolve(), commit or PINNED_COMMIT)
 
     tool_parser_path = TOOL_PARSER
 
@@ -166,17 +181,24 @@ class TrusteeCheckout:
 
 
 @cache
-def _open(root: Path) -> TrusteeCheckout:
+def _open(root: Path, pinned: str) -> TrusteeCheckout:
     if not root.is_dir():
         raise ContractError("trustee_dir", "a checkout of TRUSTEE (JamyDon/TRUSTEE)", f"no folder at {root}", _FIX)
-    commit = checkout_commit(root)
+    commit = _head_commit(root)
     if commit is None:
-        raise ContractError(str(root), f"a git checkout of TRUSTEE at commit {PINNED_COMMIT}",
+        raise ContractError(str(root), f"a git checkout of TRUSTEE at commit {pinned}",
                             "a folder without git metadata (.git), so its commit cannot be checked", _FIX)
-    if commit != PINNED_COMMIT:
-        raise ContractError(str(root), f"TRUSTEE at commit {PINNED_COMMIT}", f"commit {commit}",
-                            f"Run: git -C {root} checkout {PINNED_COMMIT}")
-    missing = [rel for rel in [*TEMPLATES.values(), LIBRARY, TOOL_PARSER] if not (root / rel).is_file()]
+    if commit != pinned:
+        raise ContractError(str(root), f"TRUSTEE at commit {pinned}", f"commit {commit}",
+                            f"Run: git -C {root} checkout {pinned}")
+    needed = [*TEMPLATES.values(), LIBRARY, TOOL_PARSER]
+    missing = [rel for rel in needed if not (root / rel).is_file()]
     if missing:
         raise ContractError(str(root), "every file the trustee mode reads", "missing: " + ", ".join(missing), _FIX)
+    # Before any import: the bytes that would run must be the commit's, whatever .git claims.
+    problems = files_at_commit(root, pinned, needed)
+    if problems:
+        raise ContractError(str(root), f"the files of TRUSTEE's commit {pinned}, byte for byte", "; ".join(problems),
+                            f"Restore them: git -C {root} checkout {pinned} -- . (or clone TRUSTEE anew and "
+                            f"check out {pinned})")
     return TrusteeCheckout(root, {key: _import(root / rel, key) for key, rel in TEMPLATES.items()})

@@ -34,7 +34,6 @@ import json
 import logging
 import os
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Request
@@ -61,7 +60,6 @@ from toolcanary.contract import (
     VerifyResponse,
 )
 from toolcanary.contract.simulator_api import ErrorBody
-from toolcanary.contract.trustee_checkout import checkout_commit
 from toolcanary.simulator.backend import Backend
 from toolcanary.simulator.guards import GuardMiddleware
 from toolcanary.simulator.library_index import LibraryIndex
@@ -242,10 +240,9 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
     app.add_exception_handler(TaskNotIssued, lambda _, exc: _not_issued(exc))
     app.add_exception_handler(Exception, lambda _, exc: _fault(exc))
 
-    # Whose rules this process plays, read once: the templates were imported from the checkout at start, so
-    # the commit HEAD pointed at then is the one played, whatever is checked out there later.
-    trustee_dir = Path(settings.trustee_dir).resolve() if settings.mode == "trustee" else None
-    rules = {"mode": settings.mode, "trustee_commit": checkout_commit(trustee_dir) if trustee_dir else None}
+    # Whose rules this process plays: the checkout's files were verified against trustee_commit and imported at
+    # start, so that commit is the one played, whatever is checked out there later.
+    rules = {"mode": settings.mode, "trustee_commit": settings.trustee_commit if settings.mode == "trustee" else None}
 
     async def ready() -> Health | JSONResponse:
         # 503 while a role call could not be answered: a container health check must not call a simulator

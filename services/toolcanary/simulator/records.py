@@ -42,7 +42,6 @@ from toolcanary.contract.append_only import (
     refused_line,
 )
 from toolcanary.contract.simulator_api import LEFT_OUT_LISTED
-from toolcanary.contract.trustee_checkout import checkout_commit
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
 from toolcanary.simulator.settings import SimulatorSettings
 
@@ -86,7 +85,7 @@ class RecordStore:
             contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="seconds"),
             run=settings.run, mode=settings.mode, path=str(path), packaged=path == DEFAULT_LIBRARY_PATH.resolve(),
             sha256=index.sha256, tools=len(index),
-            trustee_commit=checkout_commit(trustee) if trustee else None,
+            trustee_commit=settings.trustee_commit if trustee else None,
             in_checkout=str(path.relative_to(trustee)) if trustee and path.is_relative_to(trustee) else None,
             left_out=len(index.left_out), left_out_entries=index.left_out[:LEFT_OUT_LISTED])
         append_text(self.directory / LIBRARIES_FILE, json_line(record))

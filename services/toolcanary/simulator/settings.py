@@ -22,6 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from toolcanary.contract.run_id import RunId
+from toolcanary.contract.trustee_checkout import CommitId, TrusteeCheckout, pinned_commit
 from toolcanary.settings import ServiceSettings, env, project_root, volume
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
 
@@ -54,7 +55,9 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     backend: Literal["scripted", "llm"] = Field("scripted", description="who plays the four roles")
     mode: Mode = Field("toolcanary", description="whose prompts, library and call rules the llm backend plays: "
                                                  "trustee (TRUSTEE's, from trustee_dir) or toolcanary (ours)")
-    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at the pinned commit (mode trustee)")
+    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at trustee_commit (mode trustee)")
+    trustee_commit: CommitId = Field(default_factory=pinned_commit, description="the TRUSTEE commit played (mode trustee): the "
+                                     "checkout's files are hashed against it before use; default the pinned one")
     run: RunId = Field("default", description="run id: records go to <runs_dir>/<run>/simulator/")
     runs_dir: Path = Field(volume("runs"), validation_alias=env(ENV_PREFIX + "RUNS_DIR", RUNS_DIR_ENV),
                            description="root of all run folders")
@@ -168,9 +171,7 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         return self
 
     def trustee_library(self) -> Path:
-        from toolcanary.contract.trustee_checkout import TrusteeCheckout
-
-        return TrusteeCheckout.open(self.trustee_dir).library_path
+        return TrusteeCheckout.open(self.trustee_dir, self.trustee_commit).library_path
 
     @property
     def records_dir(self) -> Path:

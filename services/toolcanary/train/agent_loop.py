@@ -121,7 +121,8 @@ class SimulatedEpisodeLoop(AgentLoopBase):
     def __init__(self, *args, simulator_url: str = "http://127.0.0.1:8300", max_turn_tokens: int = 1024,
                  max_parallel_calls: int = 3, max_tool_response_chars: int = 512, http_retries: int = 2,
                  max_in_flight: int = 64, timeouts: dict | None = None, episode_log_dir: str | None = None,
-                 mode: str = "toolcanary", trustee_dir: str | None = None, **kwargs) -> None:
+                 mode: str = "toolcanary", trustee_dir: str | None = None, trustee_commit: str | None = None,
+                 **kwargs) -> None:
         kwargs.pop("tools", None)
         kwargs.pop("name", None)
         super().__init__(*args, **kwargs)
@@ -133,7 +134,8 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         self.sim_options = (simulator_url, RoleTimeouts(**(timeouts or {})), http_retries, max_in_flight)
         self.episode_log = Path(episode_log_dir) if episode_log_dir else None
         stops = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<|im_end|>", "<|endoftext|>")]
-        self.rules = rules_for(mode, self.tokenizer, {i for i in stops if isinstance(i, int) and i >= 0}, trustee_dir)
+        self.rules = rules_for(mode, self.tokenizer, {i for i in stops if isinstance(i, int) and i >= 0}, trustee_dir,
+                               trustee_commit)
         # Part of every render-cache key: the same tokenizer may render under other template options.
         self.template_options = json.dumps(dict(self.continuous_token_builder.chat_template_kwargs),
                                            sort_keys=True, default=str)

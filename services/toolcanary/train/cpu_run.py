@@ -243,6 +243,7 @@ def _loop_options(settings: TrainSettings) -> dict:
         "max_tool_response_chars": settings.max_tool_response_chars, "http_retries": settings.http_retries,
         "max_in_flight": settings.max_in_flight, "mode": settings.mode,
         "trustee_dir": str(settings.trustee_dir) if settings.trustee_dir else None,
+        "trustee_commit": settings.trustee_commit,
         "timeouts": {"task": settings.task_timeout_s, "tool": settings.tool_timeout_s,
                      "user": settings.user_timeout_s, "verify": settings.verify_timeout_s},
     }

@@ -324,7 +324,10 @@ class TrusteeRules(EpisodeRules):
         return truncate_middle_trustee(result, max_chars) or TRUSTEE_TOOL_EMPTY
 
 
-def rules_for(mode: str, tokenizer, stop_ids: set[int], trustee_dir: str | None = None) -> EpisodeRules:
+def rules_for(mode: str, tokenizer, stop_ids: set[int], trustee_dir: str | None = None,
+              trustee_commit: str | None = None) -> EpisodeRules:
+    """The rules of `mode`; in mode trustee from the checkout at `trustee_dir`, verified against `trustee_commit`
+    (None: the pinned commit)."""
     if mode == "toolcanary":
         return ToolcanaryRules(tokenizer, stop_ids)
     if mode != "trustee":
@@ -332,7 +335,7 @@ def rules_for(mode: str, tokenizer, stop_ids: set[int], trustee_dir: str | None 
     if not trustee_dir:
         raise ValueError("agent loop mode trustee reads TRUSTEE's system prompts and tool parser from a checkout: "
                          "set trustee_dir (TOOLCANARY_TRAIN_TRUSTEE_DIR)")
-    return TrusteeRules(tokenizer, stop_ids, TrusteeCheckout.open(trustee_dir))
+    return TrusteeRules(tokenizer, stop_ids, TrusteeCheckout.open(trustee_dir, trustee_commit))
 
 
 def trustee_hermes_parser(checkout: TrusteeCheckout, tokenizer):

@@ -26,7 +26,6 @@ import os
 import random
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -34,7 +33,6 @@ from pydantic import ValidationError
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.simulator_api import ErrorBody, Health
-from toolcanary.contract.trustee_checkout import PINNED_COMMIT, checkout_commit
 from toolcanary.train.faults import TrainingStopped
 from toolcanary.train.simulator_client import TOKEN_ENV
 
@@ -55,18 +53,18 @@ class SimulatorNotReady(TrainingStopped):
 
 @dataclass(frozen=True)
 class TrainerRules:
-    """Whose rules the trainer plays, which the simulator must play too: the mode and, in mode trustee, the
-    commit of the trainer's TRUSTEE checkout (None where the trainer cannot read it: then only the mode is
-    checked, and the simulator's own check of its checkout's commit stands)."""
+    """What the simulator must share with the trainer: the mode; in mode trustee, the TRUSTEE commit
+    (`trustee_commit`, which the trainer's checkout is verified against when its agent loop opens it); and the
+    run, since the simulator files the run's tasks and role calls under its own run's folder, where the audit
+    and the training-distribution reports of this run look for them (None: not checked)."""
 
     mode: str
     trustee_commit: str | None = None
+    run: str | None = None
 
     @classmethod
     def of(cls, settings: TrainSettings) -> TrainerRules:
-        trustee_dir = settings.trustee_dir if settings.mode == "trustee" else None
-        commit = checkout_commit(Path(trustee_dir).expanduser().resolve()) if trustee_dir else None
-        return cls(settings.mode, commit)
+        return cls(settings.mode, settings.trustee_commit if settings.mode == "trustee" else None, settings.run)
 
 
 def _error_of(answer: httpx.Response) -> str:
@@ -136,8 +134,15 @@ def check_simulator(url: str, timeout_s: float = 10.0, token: str | None = None,
 
 
 def _check_rules(base: str, health: Health, rules: TrainerRules) -> None:
-    """Refuse a simulator that plays other rules than the trainer: the policy would be trained against the
-    wrong prompts and tool library, and nothing downstream would notice."""
+    """Refuse a simulator that plays other rules than the trainer, or files another run: the policy would be
+    trained against the wrong prompts and tool library, or its tasks recorded where its audit never looks, and
+    nothing downstream would notice."""
+    if rules.run is not None and health.run != rules.run:
+        raise SimulatorNotReady(
+            f"the simulator at {base} serves run {health.run!r}, this trainer trains run {rules.run!r}: this run's "
+            f"tasks and role calls would be recorded under {health.run!r}, where its audit and reports never look",
+            f"Start the simulator with --run {rules.run} (TOOLCANARY_SIMULATOR_RUN; in the Compose stack RUN in .env "
+            f"sets both), or give the trainer --run {health.run} (TOOLCANARY_TRAIN_RUN)", fatal=True)
     if health.mode != rules.mode:
         plays = {"trustee": "TRUSTEE's prompts and ToolBench library", "toolcanary": "the project's own prompts "
                  "and tool library"}
@@ -154,9 +159,10 @@ def _check_rules(base: str, health: Health, rules: TrainerRules) -> None:
             f"the simulator at {base} plays TRUSTEE at commit {health.trustee_commit or '(none stated)'}, this "
             f"trainer's checkout is at {rules.trustee_commit}: the policy's system prompts and the roles' prompts "
             "would come from different TRUSTEE versions",
-            f"Point both at one checkout at commit {PINNED_COMMIT} (the simulator's --trustee-dir or "
+            f"Point both at one checkout at commit {rules.trustee_commit} (the simulator's --trustee-dir or "
             "TOOLCANARY_SIMULATOR_TRUSTEE_DIR, the trainer's TOOLCANARY_TRAIN_TRUSTEE_DIR; TRUSTEE_DIR in .env for "
-            "the stack) and restart the one that differs", fatal=True)
+            "the stack; --trustee-commit on both when it is not the pinned one) and restart the one that differs",
+            fatal=True)
 
 
 def _version_mismatch(base: str, theirs: str) -> SimulatorNotReady:

@@ -5,7 +5,7 @@
 with the given arguments, stops it at `ray.init`, and then checks what would otherwise fail minutes
 later on the GPU workers: the dataclass configs verl's workers build, the classes and files the recipe
 names, the attention implementation, the chat-template mode that publishing records, the agent loop's mode
-(in mode trustee, the TRUSTEE checkout it reads, at the pinned commit), the environment handed to every Ray
+(in mode trustee, the TRUSTEE checkout it reads, verified against its commit), the environment handed to every Ray
 worker, and the folders the trainer writes.
 
     python -m toolcanary.train check-recipe -- --config-path recipes/trustee-qwen3-4b \
@@ -223,7 +223,7 @@ def _check_agent_loop_mode(config, report: RecipeReport) -> None:
     """The agent loop's mode and, in mode trustee, its checkout; the curriculum must play the same mode."""
     from omegaconf import OmegaConf
 
-    from toolcanary.contract.trustee_checkout import TrusteeCheckout
+    from toolcanary.contract.trustee_checkout import PINNED_COMMIT, TrusteeCheckout
     from toolcanary.train.settings import TrainSettings
 
     agent = config.actor_rollout_ref.rollout.agent
@@ -237,10 +237,11 @@ def _check_agent_loop_mode(config, report: RecipeReport) -> None:
         raise ContractError(f"{path}: mode", f"the curriculum's mode (TOOLCANARY_TRAIN_MODE={curriculum_mode})",
                             repr(mode), "Set TOOLCANARY_TRAIN_MODE for both (train.sh does)")
     if mode == "trustee":
-        checkout = TrusteeCheckout.open(options.get("trustee_dir") or "")
+        commit = options.get("trustee_commit") or PINNED_COMMIT
+        checkout = TrusteeCheckout.open(options.get("trustee_dir") or "", commit)
         checkout.tool_parser_module()  # the agent loop reads calls with it: it must import in this environment
-        report.passed(f"agent loop mode trustee: the TRUSTEE checkout at {checkout.root} is at the pinned commit, "
-                      "has every file the mode reads, and its tool parser imports")
+        report.passed(f"agent loop mode trustee: the TRUSTEE checkout at {checkout.root} has every file the mode "
+                      f"reads, byte for byte those of commit {commit}, and its tool parser imports")
     else:
         report.passed(f"agent loop mode {mode}")
 

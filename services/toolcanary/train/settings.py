@@ -18,6 +18,7 @@ from pydantic import Field
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.run_id import RunId
+from toolcanary.contract.trustee_checkout import CommitId, pinned_commit
 from toolcanary.settings import ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
@@ -72,7 +73,9 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     mode: str = Field("toolcanary", description="the agent loop's rules: toolcanary (the project's, for the CPU run) "
                                                 "or trustee (TRUSTEE's agent loop and system prompts, from "
                                                 "trustee_dir; the GPU recipe's default)")
-    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at the pinned commit (mode trustee)")
+    trustee_dir: Path | None = Field(None, description="a TRUSTEE checkout at trustee_commit (mode trustee)")
+    trustee_commit: CommitId = Field(default_factory=pinned_commit, description="the TRUSTEE commit played (mode trustee): the "
+                                     "checkout's files are hashed against it before use; default the pinned one")
     # Curriculum (TRUSTEE's values).
     level_initial: int = Field(1, description="curriculum level of the first step")
     epsilon: float = Field(0.5, description="curriculum exploration share")
