@@ -25,7 +25,8 @@ from sim_stub import StubBehaviour, StubSimulator
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.csv_schemas import read_train_metrics
-from toolcanary.contract.simulator_api import TaskRequest
+from toolcanary.contract.hermes import parse_assistant_text
+from toolcanary.contract.simulator_api import TaskRequest, ToolRequest
 from toolcanary.contract.tasks import DifficultySettings
 from toolcanary.contract.trustee_checkout import PINNED_COMMIT
 from toolcanary.train.preflight import SimulatorNotReady, TrainerRules, check_simulator, wait_ready
@@ -58,6 +59,25 @@ def test_a_4xx_that_describes_one_bad_request_aborts_that_call_once_with_its_cau
 def test_5xx_and_429_are_retried_with_backoff_then_abort_as_upstream(status):
     [answer], sent = _task_calls(StubBehaviour(fail={"task": f"http{status}"}))
     assert answer.outcome == "aborted" and answer.abort_cause == "upstream" and sent == 3
+
+
+def test_a_policy_call_decoded_to_a_lone_surrogate_is_rejected_once_by_the_real_simulator(scripted_url):
+    """The Hermes parser turns the text "\\ud800" into a lone surrogate; the simulator answers 422 before its
+    backend runs, and the client records the request's fault once instead of retrying an `upstream` 500."""
+    turn = parse_assistant_text('<tool_call>{"name": "get_weather", "arguments": {"city": "\\ud800"}}</tool_call>')
+    [call] = turn.tool_calls
+    assert call.function.arguments == {"city": "\ud800"}
+
+    async def go():
+        async with SimulatorClient(scripted_url, RoleTimeouts(task=30, tool=30), retries=2, backoff_s=0.01) as client:
+            task = await client.task(REQUEST.model_copy(update={"task_key": "lone-surrogate-1"}))
+            answer = await client.tool(ToolRequest(task_key="lone-surrogate-1", call=call))
+            return task, answer, client.retried
+
+    task, answer, retried = asyncio.run(go())
+    assert task.outcome == "ok"
+    assert (answer.outcome, answer.abort_cause, retried) == ("aborted", "rejected", 0)
+    assert "HTTP 422" in answer.abort_detail and "surrogate" in answer.abort_detail
 
 
 def test_a_refused_token_aborts_as_auth_and_the_client_sends_nothing_more(monkeypatch):
