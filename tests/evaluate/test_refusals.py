@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import cli, read_csv, run_args
+from conftest import cli, make_checkpoint, read_csv, run_args
+
+from toolcanary.contract.manifests import PublishedCheckpoint, append_published, checkpoint_files
 
 CATS = ["irrelevance", "simple_python"]
 
@@ -88,6 +90,32 @@ def test_a_missing_checkpoint_needs_an_explicit_base_model(tmp_path, make_stub):
     done = cli(tmp_path, *run_args("r", server, "--categories", *CATS, step=200))
     assert done.returncode == 2
     assert "step_0200" in done.stderr and "--base-model" in done.stderr
+
+
+def _published_checkpoint(root, run: str, step: int):
+    """A checkpoint whose manifest lists every file, announced in its run's published.jsonl."""
+    folder = make_checkpoint(root, run, step)
+    (folder / "config.json").write_text('{"hidden_size": 8}')
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["files"] = {k: v.model_dump() for k, v in checkpoint_files(folder).items()}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    append_published(folder.parent, PublishedCheckpoint(step=step, path=folder.name,
+                                                        weights_sha256=manifest["weights_sha256"]))
+    return folder
+
+
+@pytest.mark.parametrize(("tamper", "named"), [
+    (lambda f: (f / "config.json").write_text('{"hidden_size": 9}'), "config.json"),
+    (lambda f: (f / "extra.safetensors").write_bytes(b"unlisted"), "extra.safetensors"),
+])
+def test_a_checkpoint_changed_after_publishing_is_refused_before_a_request(tmp_path, make_stub, tamper, named):
+    checkpoints = tmp_path / "checkpoints"
+    folder = _published_checkpoint(checkpoints, "tampered", 10)
+    tamper(folder)
+    server = make_stub("oracle", model="tampered-step0010")
+    done = cli(tmp_path, *run_args("tampered", server, "--categories", *CATS, step=10), checkpoints=checkpoints)
+    assert done.returncode == 2 and named in done.stderr, done.stderr[-2000:]
+    assert server.requests == 0 and not (tmp_path / "tampered" / "bfcl_by_category.csv").exists()
 
 
 def test_every_subcommand_has_examples_in_its_help(tmp_path):

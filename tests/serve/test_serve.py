@@ -66,6 +66,25 @@ def test_a_folder_without_a_complete_manifest_is_refused(tmp_path):
     assert done.returncode == 2 and "no manifest" in done.stderr
 
 
+@pytest.mark.parametrize(("tamper", "named"), [
+    (lambda f: (f / "config.json").write_text((f / "config.json").read_text().replace("}", ', "x": 1}', 1)),
+     "config.json"),
+    (lambda f: (f / "model-00002.safetensors").write_bytes(b"an unlisted shard"), "model-00002.safetensors"),
+    (lambda f: (f / "model.safetensors").write_bytes(b"other weights"), "model.safetensors"),
+])
+def test_a_checkpoint_changed_after_publishing_is_refused_before_a_command_is_built(tmp_path, tamper, named):
+    from toolcanary.contract.manifests import checkpoint_files
+
+    folder = with_manifest(build_tiny_policy(tmp_path / "served" / "step_0002"), 2, "tiny")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps(manifest | {"files": {
+        k: v.model_dump() for k, v in checkpoint_files(folder).items()}}))
+    assert serve("--checkpoint", str(folder), "--dry-run").returncode == 0
+    tamper(folder)
+    done = serve("--checkpoint", str(folder), "--dry-run")
+    assert done.returncode == 2 and named in done.stderr and not done.stdout, done.stderr
+
+
 def test_run_and_step_resolve_under_the_checkpoints_root(tmp_path, checkpoint):
     done = serve("--run", "served", "--step", "3", "--dry-run",
                  env={**os.environ, "TOOLCANARY_CHECKPOINTS_DIR": str(checkpoint.parent.parent)})

@@ -214,10 +214,8 @@ def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -
     if published_sha256 is not None and manifest.weights_sha256 != published_sha256:
         raise ContractError(str(folder / CHECKPOINT_MANIFEST), f"weights_sha256 {published_sha256} as published",
                             manifest.weights_sha256, "The checkpoint was modified after publishing; republish it")
-    actual = weights_sha256(folder, manifest.weight_files)
-    if actual != manifest.weights_sha256:
-        raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
-                            "The checkpoint was modified after publishing; republish it")
+    # File by file first, so that a changed file is named; then the weights digest (all a manifest from
+    # before contract 1.6 has).
     if manifest.files is not None:
         found = checkpoint_files(folder)
         changed = sorted(set(found) ^ set(manifest.files)) or sorted(
@@ -229,6 +227,10 @@ def verify_checkpoint(folder: str | Path, published_sha256: str | None = None) -
                           f"{manifest.files[name].size} bytes, sha256 {manifest.files[name].sha256[:12]}...")
             raise ContractError(str(folder / name), "the file as published", state,
                                 "The checkpoint was modified after publishing; republish it")
+    actual = weights_sha256(folder, manifest.weight_files)
+    if actual != manifest.weights_sha256:
+        raise ContractError(str(folder), f"weights with sha256 {manifest.weights_sha256}", actual,
+                            "The checkpoint was modified after publishing; republish it")
     return manifest
 
 
