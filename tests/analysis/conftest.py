@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
 from toolcanary.contract.csv_schemas import BFCL_COLUMNS, TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
+from toolcanary.contract.manifests import EvalPassManifest
 from toolcanary.contract.pass_files import (
     ItemOutcome,
     PassRequest,
@@ -122,11 +124,12 @@ def item_ids(category: str, size: int) -> list[str]:
 
 def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size: int = 12,
                    unparsed_column: bool = True, overlong_counted_wrong: bool = True,
-                   train_steps: int = 20) -> Path:
+                   train_steps: int = 20, scoring: dict | None = None) -> Path:
     """A run folder with `passes[step]` passes at each step and `size` items per offline category: a pass
-    folder (request.json, outcomes.jsonl) per pass and bfcl_by_category.csv counted from the outcomes with
-    the contract's `count_outcomes` and `count_unparsed_correct`. `unparsed_column=False` writes the CSV as
-    before contract 1.5, without the correct_unparsed column."""
+    folder (request.json, outcomes.jsonl, manifest.json) per pass and bfcl_by_category.csv counted from the
+    outcomes with the contract's `count_outcomes` and `count_unparsed_correct`. `unparsed_column=False` writes
+    the CSV as before contract 1.5, without the correct_unparsed column; `scoring` overrides fields of the
+    pass manifests (how the passes were scored: bfcl_eval_version, served_max_model_len, ...)."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {c: item_ids(c, size) for c in OFFLINE_CATEGORIES}
     rows = []
@@ -141,6 +144,13 @@ def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size:
                 run=folder.name, step=step, pass_index=pass_index, served_model="m", registry_key="m",
                 weights_sha256=None, categories=list(OFFLINE_CATEGORIES), ids=ids, temperature=0.0,
                 overlong_counted_wrong=overlong_counted_wrong))
+            (pass_dir / "manifest.json").write_text(EvalPassManifest(**{
+                "contract_version": CONTRACT_VERSION, "run": folder.name, "step": step, "pass_index": pass_index,
+                "served_model": "m", "base_url": "http://127.0.0.1:8000/v1", "bfcl_eval_version": "2025.10.20",
+                "handler": "OpenAICompletionsHandler", "categories": list(OFFLINE_CATEGORIES), "threads": 4,
+                "temperature": 0.0, "overlong_counted_wrong": overlong_counted_wrong,
+                "served_max_model_len": 40960, "started_at": "2026-12-01T00:00:00Z", **(scoring or {})},
+            ).model_dump_json())
             unparsed = count_unparsed_correct(outcomes)
             for category, (correct, total) in count_outcomes(outcomes, overlong_counted_wrong).items():
                 rows.append(BfclRow(step, pass_index, category, correct, total, unparsed[category]))

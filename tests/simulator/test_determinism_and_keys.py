@@ -33,6 +33,23 @@ def test_different_keys_give_different_tasks(client, new_task):
     assert len({t["first_user_query"] for t in tasks}) > 1
 
 
+def test_a_draw_names_the_same_task_under_any_key_and_without_one_the_key_draws(client, diff):
+    """Private keys (a run's tag in them) can name tasks that are the same in every run: the content comes from
+    the request's draw; only the key differs."""
+    def task(key, draw=None, **difficulty):
+        body = {"task_key": key, "difficulty": diff(num_tools=3, expected_calls=2, **difficulty)}
+        answer = client.post("/v1/task", json=body | ({"draw": draw} if draw else {}))
+        assert answer.status_code == 200, answer.text
+        return answer.json()["task"]
+
+    run_1, run_2 = task("run1-aaaa-warm-0-000", "warm-0-000"), task("run2-bbbb-warm-0-000", "warm-0-000")
+    assert run_1["task_key"] != run_2["task_key"]
+    assert {k: v for k, v in run_1.items() if k != "task_key"} == {k: v for k, v in run_2.items() if k != "task_key"}
+    assert task("run1-aaaa-warm-0-001", "warm-0-001")["task_id"] != run_1["task_id"]
+    plain = task("warm-0-000")  # no draw: the key draws, as before contract 1.7
+    assert {k: v for k, v in plain.items() if k != "task_key"} == {k: v for k, v in run_1.items() if k != "task_key"}
+
+
 def test_a_key_asked_again_gets_the_same_task_and_counts_as_a_cache_hit(client, new_task):
     first = new_task(client, "group-1", num_tools=3)
     again = new_task(client, "group-1", num_tools=3)

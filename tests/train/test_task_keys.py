@@ -67,3 +67,18 @@ def test_keys_claimed_ahead_of_the_trainer_by_an_attacker_who_knows_the_run_id_c
     assert [e["abort_detail"] for e in played if e.get("abort_cause") == "rejected"] == []
     assert len(played) == 4 and all(e["task_key"].startswith(prefix + "-pool-0-") for e in played)
     assert not {e["task_key"] for e in played} & set(guessed)
+
+
+def test_warm_start_and_held_out_tasks_are_drawn_alike_in_every_run_under_each_runs_private_keys():
+    from toolcanary.train.gold import warm_start_requests
+
+    def requests(prefix, **options):
+        return warm_start_requests(key_prefix=prefix, seed=0, count=4, task_pool=0, max_tools=1, **options)
+
+    one, two = requests("r1-aaaa"), requests("r2-bbbb")
+    assert [r.task_key for r in one] == [f"r1-aaaa-warm-0-{i:03d}" for i in range(4)]
+    assert [r.draw for r in one] == [r.draw for r in two] == [f"warm-0-{i:03d}" for i in range(4)]
+    assert [r.difficulty for r in one] == [r.difficulty for r in two]
+    # The held-out check's draws: its keys of before the run's tag, so every run is checked on those tasks.
+    held = requests("heldout-r1-aaaa", draw_prefix="heldout-warm")
+    assert [r.draw for r in held] == [f"heldout-warm-0-{i:03d}" for i in range(4)]

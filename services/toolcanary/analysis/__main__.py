@@ -1,9 +1,11 @@
 """make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs; with the
-run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes.
+run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes; and two
+runs compared (--compare).
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --table
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --stability
     docker compose run analysis make_figures --table --findings --fig all --items --stability
+    docker compose run analysis make_figures --compare RUN_A RUN_B
 
 Tables and findings are printed and also written to DIR/tables/; figures go to DIR/figures/. Everything is
 checked before anything is written, and written through a staging folder, so bad input changes nothing.
@@ -17,6 +19,7 @@ import logging
 import sys
 from pathlib import Path
 
+from toolcanary.analysis import compare
 from toolcanary.analysis.data import BfclRun, TrainRun, data_paths, load_bfcl, load_training
 from toolcanary.analysis.findings import bfcl_findings, bfcl_prose
 from toolcanary.analysis.items import (
@@ -48,6 +51,7 @@ EPILOG = """examples:
   make_figures --data volumes/results/RUN --findings --fig all
   make_figures --data volumes/results/RUN --items                  # baseline vs last step, item by item
   make_figures --data volumes/results/RUN --items --steps 0 150 --stability --findings
+  make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstention   # B's change minus A's, item-paired
 """
 
 
@@ -79,6 +83,10 @@ def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
     outputs.add_argument("--stability", action="store_true",
                          help="items whose outcome differs between repeat passes, and whether the same ones flip "
                               f"at every repeated step, from the pass folders; the list to DIR/{STABILITY_FILE}")
+    outputs.add_argument("--compare", nargs=2, default=None, metavar=("RUN_A", "RUN_B"),
+                         help="compare two runs (ids under the results folder, or run folders with their pass "
+                              "folders): both changes over the steps both scored, B's minus A's with a bootstrap "
+                              "interval, refused when they were scored differently; to {results}/_compare/A_vs_B/")
     statistics = parser.add_argument_group("statistics")
     statistics.add_argument("--hac-maxlags", type=int, default=None, metavar="N",
                             help="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 for 21 checkpoints)")
@@ -97,14 +105,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     figures = list(FIGURES) if "all" in args.fig else list(dict.fromkeys(args.fig))
-    if not (args.table or args.findings or figures or args.items or args.stability):
-        parser.error("nothing to do: give --table, --findings, --fig, --items and/or --stability")
+    if args.compare is not None and (args.table or args.findings or figures or args.items or args.stability
+                                     or args.data is not None):
+        parser.error("--compare makes its own table, findings and figure from two runs: give it alone")
+    if not (args.table or args.findings or figures or args.items or args.stability or args.compare):
+        parser.error("nothing to do: give --table, --findings, --fig, --items, --stability and/or --compare")
     if args.steps is not None and not args.items:
         parser.error("--steps names the two steps of --items: give --items too")
     if args.hac_maxlags is not None and args.hac_maxlags < 0:
         parser.error(f"--hac-maxlags: expected a non-negative integer, got {args.hac_maxlags}")
     try:
         settings = AnalysisSettings.from_env(**given(args, AnalysisSettings))
+        if args.compare is not None:
+            return compare_runs(*args.compare, settings)
         return analyse(args, figures, settings)
     except ContractError as error:
         print(f"make_figures: error: {error}", file=sys.stderr)
@@ -170,6 +183,36 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
         # Neither the JSON nor the prose under a table shows them: print them as text.
         for lines, details, *_ in item_level:
             print("\n".join([*lines, *details]))
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings) -> int:
+    a = compare.load_compared(settings.results_dir, run_a, settings)
+    b = compare.load_compared(settings.results_dir, run_b, settings)
+    if a.data.resolve() == b.data.resolve():
+        raise ContractError("--compare", "two different runs", f"{run_a} twice", "Name the run to compare it with")
+    found = compare.json_ready(compare.compare_findings(a, b, settings))
+    runs = dict(zip((a.name, b.name), compare.restricted_runs(a, b, found["common_steps"]), strict=True))
+    headlines = {name: table_rows(run, headline_rows(run, settings), settings) for name, run in runs.items()}
+    text = "\n".join([
+        *(f"## {name} (steps {', '.join(str(int(s)) for s in run.steps)})\n\n{RENDERERS['md'](headlines[name])}"
+          for name, run in runs.items()),
+        f"## {b.name} (B) against {a.name} (A)\n", compare.render_markdown(found), *compare.prose(found)])
+    folder = compare.compare_folder(settings.results_dir, a.name, b.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    with staged_outputs(folder) as stage:
+        stage.path("tables/compare.md").write_text(text + "\n")
+        stage.path("tables/compare.csv").write_text(compare.render_csv(found))
+        stage.path("tables/compare.json").write_text(json.dumps(found, indent=2, allow_nan=False) + "\n")
+        from toolcanary.analysis.figures import render_compare_figure
+
+        (stage.root / "figures").mkdir()
+        for path in render_compare_figure(runs, found, stage.root / "figures", settings):
+            stage.adopt(path)
+        written = stage.commit()
+    print(text)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0

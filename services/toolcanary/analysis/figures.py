@@ -4,6 +4,7 @@
     f2_aggregates                 the five aggregates against step, repeat spread, noise floor, OLS line
     f3_categories                 per-category change first -> last step, with item counts
     f4_abstention_vs_tool_call    abstention vs tool call, overall, inside Live and inside Non-Live
+    compare (make_figures --compare)  two runs' abstention and tool-call series
 
 `render_figures` writes into a staging folder; the caller moves the files into place once all succeeded.
 """
@@ -108,3 +109,21 @@ def render_figures(which: list[str], stage: Path, *, bfcl: BfclRun | None, train
             finally:
                 plt.close(fig)
     return written
+
+
+def render_compare_figure(runs: dict[str, BfclRun], found: dict[str, Any], stage: Path,
+                          settings: AnalysisSettings) -> list[Path]:
+    """The figure of `make_figures --compare` into `stage` (PNG and PDF); returns the files written there."""
+    from toolcanary.analysis.figures_bfcl import compare_series
+
+    with plt.rc_context(STYLE):
+        fig = compare_series(runs, found)
+        try:
+            written = []
+            for suffix in ("png", "pdf"):
+                path = stage / f"compare.{suffix}"
+                fig.savefig(path, dpi=settings.dpi)
+                written.append(path)
+            return written
+        finally:
+            plt.close(fig)

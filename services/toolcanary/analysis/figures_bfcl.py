@@ -1,4 +1,5 @@
-"""The BFCL figures f2-f4, each a function of one run's counts returning a matplotlib Figure.
+"""The BFCL figures f2-f4, each a function of one run's counts returning a matplotlib Figure, and the figure of
+`make_figures --compare` (two runs' abstention and tool-call series).
 
 The noise floor in f2 is the first-step value +/- 2 pooled repeat s.d. (root mean square of the repeat
 s.d.s over the repeated steps): a checkpoint inside the band is not distinguishable from a re-evaluation.
@@ -17,7 +18,7 @@ from toolcanary.analysis.findings import SPLITS
 from toolcanary.analysis.panels import CHANGE_PP, PERCENT, Series, frame
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.table import headline_rows, number_text
-from toolcanary.contract.bfcl import BY_NAME, accuracy, pooled
+from toolcanary.contract.bfcl import BY_NAME, accuracy, aggregate_value, pooled
 
 WIDTH = 7.0
 KIND_COLOURS = {"ast": "C0", "irrelevance": "C3", "relevance": "C1", "multi_turn": "C2", "agentic": "C4"}
@@ -125,4 +126,29 @@ def f4_abstention_vs_tool_call(run: BfclRun) -> plt.Figure:
     # one legend above the panels: inside an axes it would cover data whichever corner it took
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside upper center", ncol=2, frameon=False)
+    return fig
+
+
+def compare_series(runs: dict[str, BfclRun], found: dict) -> plt.Figure:
+    """Abstention required and Tool call required against step for two runs (mean over passes, +/- 1 repeat
+    s.d. where repeated), each panel titled with the two changes and their difference."""
+    fig, axes = plt.subplots(1, 2, figsize=(WIDTH, 3.2), sharex=True, layout="constrained")
+    for ax, name in zip(axes, ("Abstention required", "Tool call required"), strict=True):
+        drawn = []
+        for colour, (label, run) in zip(("C0", "C3"), runs.items(), strict=True):
+            series = run.series(partial(aggregate_value, name))
+            _spread(ax, series, colour, len(run.steps) > 60)
+            drawn.append(Series(label, series.values))
+            ax.plot([], [], color=colour, label=label)
+        row = found["aggregates"][name]
+        title = name if "not_measurable" in row else (
+            f"{name}\nB - A = {row['difference_pp']:+.2f} pp "
+            f"[{row['difference_interval_pp'][0]:+.2f}, {row['difference_interval_pp'][1]:+.2f}]")
+        ax.set_title(title)
+        frame(PERCENT, {ax: drawn})
+        ax.set_xlabel("training step")
+        ax.set_ylabel("accuracy (%)")
+        ax.legend(loc="best", frameon=False)
+    a, b = found["runs"]["a"], found["runs"]["b"]
+    fig.suptitle(f"{a} (A) and {b} (B) on BFCL V4", fontsize=10)
     return fig

@@ -93,7 +93,9 @@ from toolcanary.contract.tasks import (
 # trustee, its checkout's `trustee_commit`; the trainer refuses a simulator of another mode or commit.
 # 1.6: a call's arguments are any JSON value (the trustee mode passes on what TRUSTEE would); a task carries
 # the trustee author's expected calls as written; an episode record counts the tasks it replaced.
-CONTRACT_VERSION = "1.6"
+# 1.7: a task request may name the `draw` the scripted author seeds the task from (else its key), so a run's
+# private keys can name tasks that are the same in every run; checkpoint manifests name a valid run id.
+CONTRACT_VERSION = "1.7"
 
 __all__ = [
     "RUN_ID_RULE",

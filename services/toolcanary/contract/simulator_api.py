@@ -64,6 +64,9 @@ class Outcome(BaseModel):
 class TaskRequest(_Request):
     task_key: TaskKey = Field(description="same key, same task (one per GRPO group)")
     difficulty: DifficultySettings
+    draw: TaskKey | None = Field(None, description="what the scripted author seeds the task's content from (None: "
+                                                   "the key): a run's private keys then name the same tasks in every "
+                                                   "run (warm start, held-out check); the llm author ignores it")
 
 
 class TaskResponse(Outcome):

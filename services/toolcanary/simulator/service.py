@@ -54,7 +54,8 @@ log = logging.getLogger(__name__)
 
 
 def abstains(seed: int, task_key: str, fraction: float) -> bool:
-    """Whether `no_call_fraction` makes this key an abstention task (a stable coin per seed and key)."""
+    """Whether `no_call_fraction` makes this key (or the request's draw) an abstention task (a stable coin per
+    seed and key)."""
     if fraction <= 0:
         return False
     digest = hashlib.sha256(f"abstain\x00{seed}\x00{task_key}".encode()).digest()
@@ -75,7 +76,7 @@ class SimulatorService:
 
     async def task(self, request: TaskRequest) -> TaskResponse:
         abstain = not request.difficulty.call_expected or abstains(
-            self.settings.seed, request.task_key, self.settings.no_call_fraction)
+            self.settings.seed, request.draw or request.task_key, self.settings.no_call_fraction)
 
         async def produce() -> RoleOutput:
             output, cached = await self.registry.get_or_create(

@@ -49,7 +49,8 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
 
 
 def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: int, max_tools: int | None,
-                        epsilon: float = 0.5, no_call_fraction: float = 0.0) -> list[TaskRequest]:
+                        epsilon: float = 0.5, no_call_fraction: float = 0.0,
+                        draw_prefix: str = "warm") -> list[TaskRequest]:
     """The tasks to imitate: the run's fixed pool when it has one, else `count` first-level draws.
 
     Of the fresh draws, exactly round(no_call_fraction * count) are abstention tasks (which ones is seeded), so
@@ -69,7 +70,10 @@ def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: in
             if i in declined:
                 difficulty = difficulty.model_copy(update={"call_expected": False, "expected_calls": 0})
             pairs.append((f"{key_prefix}-warm-{seed}-{i:03d}", difficulty))
-    return [TaskRequest(task_key=key, difficulty=difficulty) for key, difficulty in pairs]
+    # The content of a fresh draw comes from the seed and its index, not from the run's private key: every run
+    # of the same settings imitates the same conversations (and shares the starting-policy cache).
+    return [TaskRequest(task_key=key, difficulty=difficulty, draw=None if task_pool else f"{draw_prefix}-{seed}-{i:03d}")
+            for i, (key, difficulty) in enumerate(pairs)]
 
 
 def conversation_mix(conversations: list[tuple[SimulatedTask, str, list]]) -> dict[str, int]:

@@ -4,8 +4,9 @@ A warm-started policy has to write calls that the serving side's tool parser (vL
 closing tags included; a policy that closes a call with `>` instead of `</tool_call>` scores nothing on BFCL.
 This draws a fixed set of fresh first-level tasks, a quarter of them abstention tasks, under keys of their own
 (`heldout-<run>-<tag>-warm-<seed>-<i>`: the run's private tag keeps anyone else who can reach the simulator
-from claiming those keys first; the run's warm-start and training keys begin with `<run>-<tag>`),
-builds each prompt as a rollout's first turn does, generates greedily up to `max_turn_tokens` and keeps the
+from claiming those keys first; the run's warm-start and training keys begin with `<run>-<tag>`), each drawn
+from `heldout-warm-<seed>-<i>` (the request's `draw`), so every run is checked on the same tasks; builds each
+prompt as a rollout's first turn does, generates greedily up to `max_turn_tokens` and keeps the
 decoded text with its special tokens, as the server's parser will see it.
 
     python -m toolcanary.train starting-policy --run demo --policy smollm2 --held-out 16
@@ -37,7 +38,8 @@ async def held_out_answers(model, tokenizer, url: str, *, count: int, run_prefix
     """The policy's greedy first answer on each of `count` held-out tasks (tasks the simulator cannot author
     are left out; none at all raises). `run_prefix`: the run's `task_key_prefix` (run id and private tag)."""
     requests = warm_start_requests(key_prefix=f"{HELD_OUT_PREFIX}-{run_prefix}", seed=seed, count=count, task_pool=0,
-                                   max_tools=max_tools, no_call_fraction=HELD_OUT_NO_CALL_FRACTION)
+                                   max_tools=max_tools, no_call_fraction=HELD_OUT_NO_CALL_FRACTION,
+                                   draw_prefix=f"{HELD_OUT_PREFIX}-warm")
     async with SimulatorClient(url) as sim:
         answers = [await sim.task(request) for request in requests]
     tasks = [answer.task for answer in answers if answer.outcome == "ok" and answer.task is not None]

@@ -32,7 +32,7 @@ class ScriptedBackend:
         self.index, self.seed = index, seed
 
     async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
-        task = make_task(self.index, request.difficulty, request.task_key, self.seed, abstain)
+        task = make_task(self.index, request.difficulty, request.task_key, self.seed, abstain, draw=request.draw)
         return RoleOutput(TaskResponse(task=task))
 
     async def tool(self, task: SimulatedTask, request: ToolRequest) -> RoleOutput:

@@ -28,13 +28,15 @@ _SKIP_OPTIONAL = {"page_token", "page_size", "order"}
 
 
 def make_task(index: LibraryIndex, difficulty: DifficultySettings, task_key: str, seed: int,
-              abstain: bool = False) -> SimulatedTask:
-    """One task; the same (library, difficulty, key, seed, abstain) always gives the same task."""
-    rng = rng_for("task", seed, task_key)
+              abstain: bool = False, draw: str | None = None) -> SimulatedTask:
+    """One task; the same (library, difficulty, draw, seed, abstain) always gives the same task, under whichever
+    key (`draw`: the request's, else the key)."""
+    draw = draw or task_key
+    rng = rng_for("task", seed, draw)
     tools = index.sample_tools(difficulty.num_tools, rng)
     persona_name, persona_text = PERSONAS[difficulty.user_persona][:2]
     common = dict(
-        task_id=task_id_for(seed, task_key), task_key=task_key, category=tools[0].category,
+        task_id=task_id_for(seed, draw), task_key=task_key, category=tools[0].category,
         tools=[t.schema_ for t in tools], user_persona=f"{persona_name}: {persona_text}",
     )
     if abstain:
@@ -42,7 +44,7 @@ def make_task(index: LibraryIndex, difficulty: DifficultySettings, task_key: str
     count = max(1, min(difficulty.expected_calls or 1, len(tools)))
     calls = []
     for tool in rng.sample(tools, count):
-        args = generate_value(tool.schema_.function.parameters, "arguments", rng_for("args", seed, task_key,
+        args = generate_value(tool.schema_.function.parameters, "arguments", rng_for("args", seed, draw,
                                                                                       tool.schema_.name), 0.25)
         required = set(tool.schema_.required_parameters())
         args = {k: v for k, v in (args or {}).items() if k in required or k not in _SKIP_OPTIONAL}
