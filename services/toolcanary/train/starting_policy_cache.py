@@ -9,7 +9,8 @@ copies the cached folder and its loss curve instead of training; anything differ
 hit. Entries are written under a temporary name and renamed into place, so a killed run leaves no half entry.
 
 The warm-start tasks of a cached run are keyed `<cache tag>-warm-...`, with a tag of the cache folder's own
-(toolcanary.train.task_keys), so that two runs sharing the cache ask the simulator for the same gold tasks.
+(toolcanary.train.task_keys); what each task is comes from its draw, `warm-<seed>-<i>`, not from the key, so
+any two runs of the same seed and settings imitate the same gold conversations, on any machine.
 
     key = recipe_key(settings, base_folder, examples)
     if restore(cache / key, reference, warm_record): ...
