@@ -33,13 +33,6 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.contract.git_files import files_at_commit, git_folder
 
 PINNED_COMMIT = "daf7267919815b1da45e28b29097e51879a88ae2"
-# A full commit id, as the settings `trustee_commit` take it (a short id could name two commits).
-CommitId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
-
-
-def pinned_commit() -> str:
-    """The default of the settings `trustee_commit`: PINNED_COMMIT, read when a setting is made."""
-    return PINNED_COMMIT
 RECIPE_DIR = "verl/recipe/trustee"
 TEMPLATES = {
     "system_prompt": f"{RECIPE_DIR}/utils/templates/system_prompt.py",
@@ -54,6 +47,15 @@ TOOL_PARSER = "verl/verl/experimental/agent_loop/tool_parser.py"
 _FIX = (f"Clone it and check out the pinned commit: git clone https://github.com/JamyDon/TRUSTEE && "
         f"git -C TRUSTEE checkout {PINNED_COMMIT}; then set trustee_dir (TRUSTEE_DIR in .env) to that folder, "
         f"or run the project's own prompts with mode toolcanary")
+
+
+# A full commit id, as the settings `trustee_commit` take it (a short id could name two commits).
+CommitId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
+
+
+def pinned_commit() -> str:
+    """The default of the settings `trustee_commit`: PINNED_COMMIT, read when a setting is made."""
+    return PINNED_COMMIT
 
 
 def _head_commit(root: Path) -> str | None:
