@@ -44,17 +44,22 @@ def _trickle(sock: socket.socket, data: bytes, every_s: float, stop: threading.E
         stop.wait(every_s)
 
 
+def _closed_while_trickling(sock: socket.socket, data: bytes, within_s: float) -> float | None:
+    """Send `data` every 0.3 s; seconds until the server closed `sock`, None if it stayed open `within_s`."""
+    stop = threading.Event()
+    threading.Thread(target=_trickle, args=(sock, data, 0.3, stop), daemon=True).start()
+    try:
+        return _closed_within(sock, within_s)
+    finally:
+        stop.set()
+
+
 def test_crlf_between_requests_does_not_keep_a_connection_open(tmp_path):
     with serving(tmp_path, **DEADLINES) as (_, port), socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"GET /health/live HTTP/1.1\r\nHost: x\r\n\r\n")
         sock.settimeout(5)
         assert sock.recv(65536).startswith(b"HTTP/1.1 200")
-        stop = threading.Event()
-        threading.Thread(target=_trickle, args=(sock, b"\r\n", 0.3, stop), daemon=True).start()
-        try:
-            took = _closed_within(sock, 6)
-        finally:
-            stop.set()
+        took = _closed_while_trickling(sock, b"\r\n", 6)
         assert took is not None and took < 3, took  # the 1 s keep-alive deadline, not moved by the CRLFs
 
 
@@ -65,12 +70,7 @@ def test_a_body_trickled_after_a_401_is_cut_off_by_the_closed_connection(tmp_pat
         sock.settimeout(5)
         answer = sock.recv(65536)
         assert answer.startswith(b"HTTP/1.1 401") and b"connection: close" in answer.lower(), answer[:300]
-        stop = threading.Event()
-        threading.Thread(target=_trickle, args=(sock, b"x", 0.3, stop), daemon=True).start()
-        try:
-            took = _closed_within(sock, 6)
-        finally:
-            stop.set()
+        took = _closed_while_trickling(sock, b"x", 6)
         assert took is not None and took < 1, took
 
 
@@ -78,12 +78,7 @@ def test_a_body_trickled_with_a_good_token_is_closed_at_the_body_deadline(tmp_pa
     with serving(tmp_path, token=TOKEN, **DEADLINES) as (_, port), socket.create_connection(("127.0.0.1", port)) as sock:
         sock.sendall(b"POST /v1/task HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Authorization: Bearer " + TOKEN.encode() + b"\r\nContent-Length: 1000\r\n\r\n{")
-        stop = threading.Event()
-        threading.Thread(target=_trickle, args=(sock, b" ", 0.3, stop), daemon=True).start()
-        try:
-            took = _closed_within(sock, 8)
-        finally:
-            stop.set()
+        took = _closed_while_trickling(sock, b" ", 8)
         assert took is not None and took < 4, took  # body_timeout_s 1.5 from the head
 
 
