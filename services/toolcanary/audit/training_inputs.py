@@ -6,12 +6,12 @@ again through `trustee_dir` when the audit runs outside the container). Its SHA-
 simulator read; a run whose starts used different libraries needs `--library` to say which.
 
 Tasks come from `<runs>/<run>/simulator/step_*.jsonl` (one `RoleRecord` per line; task-author lines hold the
-`SimulatedTask` in `response["task"]`). They are read by the append-only rule, as the simulator reloads them: a
-torn last line or a line a writer fenced off is skipped with a warning; a broken line in the middle that no
-writer fenced off stops the audit, naming the file and line, as it stops the simulator (the two must count the
-same tasks). A whole JSON line that is not a record, or holds no valid task, is skipped and counted per reason. A tool a generated task
-offers that is not in the library (an LLM author may invent or edit one) joins the training tools too,
-because the policy saw it.
+`SimulatedTask` in `response["task"]`). They are read by the append-only rule, as the simulator reloads them:
+a torn last line or a line a writer fenced off is skipped with a warning; a broken line in the middle that no
+writer fenced off stops the audit, naming the file and line, as it stops the simulator (the two must count
+the same tasks). A whole JSON line that is not a record, or holds no valid task, is skipped and counted per
+reason. A tool a generated task offers that is not in the library (an LLM author may invent or edit one)
+joins the training tools too, because the policy saw it.
 
 Used by `python -m toolcanary.audit --run RUN` (see its --help).
 """

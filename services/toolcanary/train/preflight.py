@@ -55,8 +55,8 @@ class SimulatorNotReady(TrainingStopped):
 class TrainerRules:
     """What the simulator must share with the trainer: the mode; in mode trustee, the TRUSTEE commit
     (`trustee_commit`, which the trainer's checkout is verified against when its agent loop opens it); and the
-    run, since the simulator files the run's tasks and role calls under its own run's folder, where the audit
-    and the training-distribution reports of this run look for them (None: not checked)."""
+    run, since the simulator files the run's tasks and role calls under its own run's folder, where this run's
+    audit looks for them (None: not checked)."""
 
     mode: str
     trustee_commit: str | None = None

@@ -96,7 +96,8 @@ class LlmBackend:
     def __init__(self, settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> None:
         self.settings, self.index = settings, index
         self.pool = UpstreamPool(settings, metrics)
-        self.trustee = TrusteeCheckout.open(settings.trustee_dir, settings.trustee_commit) if settings.mode == "trustee" else None
+        self.trustee = (TrusteeCheckout.open(settings.trustee_dir, settings.trustee_commit)
+                        if settings.mode == "trustee" else None)
         self.read_json = read_trustee_json if self.trustee else read_json_object
         self.read_author_json = read_trustee_author_json if self.trustee else read_json_object
 
