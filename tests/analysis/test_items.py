@@ -244,7 +244,7 @@ def test_findings_carry_items_and_stability_under_their_keys(item_run, capsys):
                               "--bootstrap-replicates", "50")
     assert code == 0, err
     found = json.loads(out)
-    assert set(found) == {"bfcl", "training", "items", "stability"}
+    assert set(found) == {"bfcl", "training", "training_distribution", "items", "stability"}
     assert json.loads((folder / "tables" / "findings.json").read_text()) == found
     assert (folder / "tables" / "stability.csv").is_file()
 

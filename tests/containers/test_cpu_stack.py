@@ -199,7 +199,7 @@ def test_the_analysis_command_prints_the_table_and_writes_the_figures(stack):
     assert all(f"step {s}" in table for s in (0, STEPS))
     figures = sorted(p.name for p in (stack.results / "figures").glob("*.png"))
     assert figures == ["f1_training.png", "f2_aggregates.png", "f3_categories.png",
-                       "f4_abstention_vs_tool_call.png"]
+                       "f4_abstention_vs_tool_call.png", "f5_training_distribution.png"]
 
 
 def environment(info: dict) -> dict[str, str]:

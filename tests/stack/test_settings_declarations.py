@@ -117,7 +117,9 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("train", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample")),
            ("evaluate", "gpus"): ("3,5", ("3", "5")),
            ("simulator", "token"): ("a-sample-token-of-32-characters", "a-sample-token-of-32-characters"),
-           ("simulator", "trustee_commit"): ("1" * 40, "1" * 40), ("train", "trustee_commit"): ("1" * 40, "1" * 40)}
+           ("simulator", "trustee_commit"): ("1" * 40, "1" * 40), ("train", "trustee_commit"): ("1" * 40, "1" * 40),
+           ("demo", "no_call_fraction"): ("0.5", 0.5), ("simulator", "replay_tasks_of"): ("r0", "r0"),
+           ("train", "replay_tasks_of"): ("r0", "r0")}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

@@ -1,6 +1,6 @@
 """make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs; with the
-run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes; and two
-runs compared (--compare).
+run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes; with the
+trainer's episode records, what the simulator trained on; and two runs compared (--compare).
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --table
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --stability
@@ -41,7 +41,14 @@ from toolcanary.analysis.stability import (
 )
 from toolcanary.analysis.table import EXTENSIONS, RENDERERS, headline_rows, table_rows
 from toolcanary.analysis.training import training_findings, training_prose
+from toolcanary.analysis.training_distribution import (
+    EpisodeSet,
+    distribution_prose,
+    distribution_report,
+    load_episodes,
+)
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.training_files import EPISODES_DIR, EPISODES_FILE
 from toolcanary.settings import add_flags, given
 
 EPILOG = """examples:
@@ -51,7 +58,7 @@ EPILOG = """examples:
   make_figures --data volumes/results/RUN --findings --fig all
   make_figures --data volumes/results/RUN --items                  # baseline vs last step, item by item
   make_figures --data volumes/results/RUN --items --steps 0 150 --stability --findings
-  make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstention   # B's change minus A's, item-paired
+  make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain   # B's change minus A's, item-paired
 """
 
 
@@ -73,7 +80,8 @@ def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
     outputs.add_argument("--table", action="store_true", help="print the headline table (md: with the findings under it)")
     outputs.add_argument("--findings", action="store_true", help="print the findings, BFCL and training side, as JSON")
     outputs.add_argument("--fig", action="append", choices=[*FIGURES, "all"], default=[],
-                         help="write this figure (PNG and PDF) under DIR/figures/; repeatable")
+                         help="write this figure (PNG and PDF) under DIR/figures/; repeatable; f5 needs the "
+                              "trainer's episode records, and `all` leaves it out of a run without them")
     outputs.add_argument("--format", choices=FORMATS, default="md", help="table format (default: %(default)s)")
     outputs.add_argument("--items", action="store_true",
                          help="compare two steps item by item (gained, lost, McNemar, paired bootstrap) from the "
@@ -136,6 +144,14 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
     shown = table_rows(bfcl, rows, settings)
     table = RENDERERS[args.format](shown)
     prose = bfcl_prose(found["bfcl"], settings) + (training_prose(found["training"], settings) if train else [])
+    distribution = None
+    if args.table or args.findings or "f5" in figures:
+        episodes = load_episodes(data)
+        distribution = distribution_report(episodes, rows, train, settings)
+        found["training_distribution"] = distribution.findings
+        prose += distribution_prose(distribution.findings, settings)
+        if "f5" in figures and not distribution.by_step:
+            figures = without_f5(figures, args.fig, episodes)
     # The item-level parts, each (prose, per-category text, file under DIR, its content).
     item_level = []
     if args.items or args.stability:
@@ -164,12 +180,14 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
             stage.path("tables/findings.json").write_text(findings_json + "\n")
         for *_, relative, content in item_level:
             stage.path(relative).write_text(content)
+        for relative, content in (distribution.csv_files() if distribution is not None else {}).items():
+            stage.path(relative).write_text(content)
         if figures:
             from toolcanary.analysis.figures import render_figures
 
             (stage.root / "figures").mkdir()
             for path in render_figures(figures, stage.root / "figures", bfcl=bfcl, train=train,
-                                       found=found, settings=settings):
+                                       found=found, settings=settings, distribution=distribution):
                 stage.adopt(path)
         written = stage.commit()
 
@@ -186,6 +204,18 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def without_f5(figures: list[str], asked: list[str], episodes: EpisodeSet) -> list[str]:
+    """`--fig all` on a run without training episodes draws the others (the findings say why f5 is missing);
+    `--fig f5` asked by name is refused."""
+    if "all" in asked:
+        logging.getLogger(__name__).info("f5 left out: no training episode records under %s", episodes.folder)
+        return [f for f in figures if f != "f5"]
+    raise ContractError(str(episodes.folder), f"the trainer's episode records for --fig f5 ({EPISODES_FILE}, or "
+                        f"{EPISODES_DIR}/step_NNNN/*.jsonl, with training episodes)",
+                        f"{len(episodes.files)} episode file(s), no training episode in them",
+                        "Point --data at the run folder the trainer wrote, or leave f5 out")
 
 
 def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings) -> int:

@@ -2,7 +2,7 @@
 changes with an interval that carries both runs' repeat noise.
 
     .venvs/analysis/bin/make_figures --compare RUN_A RUN_B
-    docker compose run analysis make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstention
+    docker compose run analysis make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain
 
 RUN_A and RUN_B are run ids under the results folder (or run folders). Both need their pass folders: the
 comparison is made item by item, and the pass manifests say how each run was scored.

@@ -25,7 +25,7 @@ from toolcanary.settings import ServiceSettings, env, volume
 ENV_PREFIX = "TOOLCANARY_ANALYSIS_"
 RESULTS_DIR_ENV = "TOOLCANARY_RESULTS_DIR"
 RUN_ENV = "TOOLCANARY_RUN"
-FIGURES = ("f1", "f2", "f3", "f4")
+FIGURES = ("f1", "f2", "f3", "f4", "f5")
 FORMATS = ("md", "csv", "latex")
 
 

@@ -95,7 +95,9 @@ from toolcanary.contract.tasks import (
 # the trustee author's expected calls as written; an episode record counts the tasks it replaced.
 # 1.7: a task request may name the `draw` the scripted author seeds the task from (else its key), so a run's
 # private keys can name tasks that are the same in every run; checkpoint manifests name a valid run id.
-CONTRACT_VERSION = "1.7"
+# 1.8: an episode record counts the calls its task's author listed as expected (`expected_calls`); a task
+# request's `draw` names GRPO tasks too, and the simulator can replay another run's tasks by draw.
+CONTRACT_VERSION = "1.8"
 
 __all__ = [
     "RUN_ID_RULE",

@@ -55,6 +55,9 @@ class EpisodeRecord(BaseModel):
     # Mode trustee: tasks that could not be had (author failed, prompt too long) before `task_key`'s.
     tasks_replaced: int = 0
     call_expected: bool = True
+    # The calls the task's author listed as expected (None: a record written before contract 1.8, or an
+    # episode that got no task). 0 on a call task is a task the author left without an expected call.
+    expected_calls: int | None = None
     curriculum_level: int = 1
     split: Literal["train", "val"] = "train"
     attempt: str | None = None

@@ -94,7 +94,8 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         bar = FileProgress("train (GRPO)", s.steps, lambda: row_count(s.result_dir / TRAIN_METRICS), "step")
         with clock.phase("train"):
             group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", *common, "--steps", str(s.steps),
-                                "--save-every", str(s.save_every), "--level-initial", str(s.level_initial)],
+                                "--save-every", str(s.save_every), "--level-initial", str(s.level_initial),
+                                *([] if s.no_call_fraction is None else ["--no-call-fraction", str(s.no_call_fraction)])],
                       s.logs / "train.log", poll=bar.poll, env=token)
         bar.close()
         group.stop("simulator")

@@ -66,6 +66,8 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     sample_multi_turn: int = Field(0, ge=0, description="BFCL items per multi-turn category (0: as many as sample)")
     repeat_passes: int = Field(3, ge=1, description="passes at the first, middle and last checkpoint")
     seed: int = Field(0, description="seed of the training run and the item sample")
+    no_call_fraction: float | None = Field(None, ge=0.0, le=1.0, description="share of abstention tasks the "
+                                           "curriculum asks for in GRPO (default: the trainer's, 0)")
     level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step "
                                                             "(default: the policy's size, SIZES)")
     max_model_len: int = Field(32768, description="context window of the checkpoint server")

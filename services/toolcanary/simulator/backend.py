@@ -27,6 +27,9 @@ BackendName = Literal["scripted", "llm"]
 class RoleOutput:
     response: Outcome
     retries: int = 0
+    # Who produced the response when it was not the serving backend's own way: the trustee mode judges an
+    # abstention task by the scripted backend's rule, and its record says so instead of "llm".
+    backend: BackendName | None = None
 
 
 class Backend(Protocol):

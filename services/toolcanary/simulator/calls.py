@@ -1,9 +1,11 @@
-"""What both backends derive from a request the same way: task ids, seeded RNGs, and the calls a conversation executed.
+"""What both backends derive from a request the same way: task ids, seeded RNGs, the calls a conversation executed,
+and the verdict on an abstention task's conversation.
 
 The scripted and the LLM backend import these from here, so that neither imports the other. A call counts as
 executed successfully once a tool message answered it without an error; a call still waiting for its answer
 satisfies nothing yet. Tool messages are paired with calls by `tool_call_id` when both carry one, otherwise
-in order.
+in order. `abstention_verdict` is the one rule for an abstention task's verifier: the scripted backend's, which
+the trustee mode plays too, since TRUSTEE's verifier prompt has no notion of a correct decline.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from toolcanary.contract import AssistantMessage, ToolCall, ToolMessage
+from toolcanary.contract import AssistantMessage, ToolCall, ToolMessage, VerifyResponse
+
+ABSTENTION_CRITERIA = ["declines or answers directly: no tool is called"]
 
 
 def task_id_for(seed: int, task_key: str) -> str:
@@ -59,3 +63,18 @@ def executed_calls(history: list) -> list[Executed]:
                 target.answered = True
                 target.ok = not tool_failed(message)
     return out
+
+
+def wrote_call_markup(history: list) -> bool:
+    """Whether an assistant message has `<tool_call>` in its text: a call that was written but not executed (a
+    malformed one, or, in the trustee mode's conversations, which carry the policy's text alone, any call)."""
+    return any("<tool_call>" in (m.content or "") for m in history if isinstance(m, AssistantMessage))
+
+
+def abstention_verdict(trajectory: list) -> VerifyResponse:
+    """The verifier's reward on an abstention task: 1 when no call was executed and none written, else -1."""
+    if executed_calls(trajectory) or wrote_call_markup(trajectory):
+        return VerifyResponse(reward=-1, reasoning="A tool was called although no offered tool serves the request.",
+                              criteria=list(ABSTENTION_CRITERIA))
+    return VerifyResponse(reward=1, reasoning="No tool was called: the request was declined or answered directly, "
+                          "as it should be.", criteria=list(ABSTENTION_CRITERIA))

@@ -2,7 +2,9 @@
 
 Both backends' task authors draw a task's tools here: one category chosen uniformly (among those large enough),
 its toolsets shuffled and added until the pool holds `num_tools` tools, then `num_tools` sampled from the pool.
-The `x_result` hints that `library_builder` writes are kept for the scripted tool role.
+An abstention task of the trustee mode draws the tools it is served with here too, with the categories and
+names of the tools its author wrote it for excluded (`exclude`, `exclude_names`). The `x_result` hints that
+`library_builder` writes are kept for the scripted tool role.
 
 The file is read by the contract's rule (`toolcanary.contract.tasks`): entries that are not usable tools are
 left out and listed (`left_out`), never a reason to refuse the file. Entries with the same name all stay in
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Collection
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,10 @@ def _result_hints(raw: dict, names: set[str]) -> dict[str, dict[str, Any]]:
                 if name in names:
                     hints.setdefault(name, entry["x_result"])
     return hints
+
+
+class NoOtherCategory(ValueError):
+    """A draw that must avoid some categories (and tool names) found no tool left to draw."""
 
 
 class LibraryIndex:
@@ -89,18 +96,43 @@ class LibraryIndex:
         return [t for tools in self.library.categories[category].values() for t in tools]
 
     def sample_tools(self, num_tools: int, rng: random.Random, avoid: str | None = None,
-                     trustee: bool = False) -> list[LibraryTool]:
+                     trustee: bool = False, exclude: Collection[str] = (),
+                     exclude_names: Collection[str] = ()) -> list[LibraryTool]:
         """`num_tools` tools from one category (topped up from others only if no category is big enough).
 
         `trustee`: TRUSTEE's rule instead: any category, uniformly; one smaller than `num_tools` gives all it has.
+        `exclude`, `exclude_names` (the tools an abstention task is served with): categories never drawn from,
+        and no tool offered whose own category is one of them or whose name is one of these. With them the
+        trustee rule draws among the categories that still hold `num_tools` tools, when any does, so that the
+        task offers as many tools as its author was shown. Unlike `avoid`, there is no fallback.
+
+        Raises:
+            NoOtherCategory: with `exclude` or `exclude_names`, no category holds a tool left to draw.
         """
-        choices = [c for c in self.categories if c != avoid] or list(self.categories)
-        big_enough = [c for c in choices if len(self.category_tools(c)) >= num_tools]
-        if trustee:
-            category = rng.choice(choices)
+        excluding = bool(exclude or exclude_names)
+
+        def usable(tools: list[LibraryTool]) -> list[LibraryTool]:
+            if not excluding:
+                return tools
+            return [t for t in tools if t.category not in exclude and t.schema_.name not in exclude_names]
+
+        if excluding:
+            choices = [c for c in self.categories if c != avoid and c not in exclude
+                       and usable(self.category_tools(c))]
+            if not choices:
+                raise NoOtherCategory(
+                    f"expected a category other than {sorted(exclude)[:10]} holding a tool not named "
+                    f"{sorted(exclude_names)[:10]}; the library {self.path.name} has {len(self.categories)} "
+                    f"categories ({', '.join(self.categories[:10])}) and none is left")
         else:
-            category = rng.choice(big_enough) if big_enough else max(choices, key=lambda c: len(self.category_tools(c)))
-        toolsets = list(self.library.categories[category].values())
+            choices = [c for c in self.categories if c != avoid] or list(self.categories)
+        big_enough = [c for c in choices if len(usable(self.category_tools(c))) >= num_tools]
+        if trustee:
+            category = rng.choice(big_enough or choices) if excluding else rng.choice(choices)
+        else:
+            category = rng.choice(big_enough) if big_enough else max(
+                choices, key=lambda c: len(usable(self.category_tools(c))))
+        toolsets = [usable(tools) for tools in self.library.categories[category].values()]
         rng.shuffle(toolsets)
         pool: list[LibraryTool] = []
         for tools in toolsets:
@@ -108,7 +140,7 @@ class LibraryIndex:
             if len(pool) >= num_tools:
                 break
         if len(pool) < num_tools and not trustee:
-            others = [t for c in choices if c != category for t in self.category_tools(c)]
+            others = [t for c in choices if c != category for t in usable(self.category_tools(c))]
             pool.extend(rng.sample(others, min(len(others), num_tools - len(pool))))
         return rng.sample(pool, min(num_tools, len(pool)))
 

@@ -130,6 +130,11 @@ class RecordStore:
 
     def iter_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask]]:
         """(requested difficulty, task) of every task answered before, in the order they were answered."""
+        for asked, task, _ in self.iter_drawn_tasks():
+            yield asked, task
+
+    def iter_drawn_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask, str | None]]:
+        """`iter_tasks` with the draw each task was asked for (None: the request named none)."""
         for record in self.iter_records("task"):
             if record.outcome != "ok" or not record.response.get("task"):
                 continue
@@ -140,7 +145,8 @@ class RecordStore:
                 self.skipped_lines += 1
                 log.warning("skipping a task record that does not validate: %s", str(err)[:120])
                 continue
-            yield asked, task
+            draw = record.request.get("draw")
+            yield asked, task, draw if isinstance(draw, str) else None
 
     def close(self) -> None:
         with self._lock:

@@ -38,6 +38,7 @@ from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.records import RecordStore
 from toolcanary.simulator.settings import SimulatorSettings
 from toolcanary.simulator.task_registry import TaskKeyConflict, TaskRegistry
+from toolcanary.simulator.task_replay import TaskReplay
 
 
 class TaskNotIssued(Exception):
@@ -71,6 +72,7 @@ class SimulatorService:
                                      keep_failures=settings.mode == "trustee")
         self.metrics.set("tasks_known", len(self.registry))
         self.metrics.set("tasks_in_memory", self.registry.in_memory)
+        self.replay = TaskReplay.load(settings.runs_dir, settings.replay_tasks_of) if settings.replay_tasks_of else None
         if store.skipped_lines:
             log.warning("%d unreadable record lines skipped while reloading tasks", store.skipped_lines)
 
@@ -78,9 +80,13 @@ class SimulatorService:
         abstain = not request.difficulty.call_expected or abstains(
             self.settings.seed, request.draw or request.task_key, self.settings.no_call_fraction)
 
+        async def author() -> RoleOutput:
+            if self.replay is not None:
+                return self.replay.answer(request)
+            return await self.backend.author(request, abstain)
+
         async def produce() -> RoleOutput:
-            output, cached = await self.registry.get_or_create(
-                request.task_key, request.difficulty, lambda: self.backend.author(request, abstain))
+            output, cached = await self.registry.get_or_create(request.task_key, request.difficulty, author)
             if cached:
                 self.metrics.inc("task_cache_hits_total")
             return output
@@ -127,14 +133,14 @@ class SimulatorService:
         finally:
             self.metrics.inc("in_flight", -1, role=role)
         response: Outcome = output.response.model_copy(update={"latency_s": round(time.perf_counter() - started, 6)})
-        self._record(role, request, response, output.retries)
+        self._record(role, request, response, output.retries, output.backend or self.backend.name)
         return response
 
-    def _record(self, role: str, request, response: Outcome, retries: int) -> None:
+    def _record(self, role: str, request, response: Outcome, retries: int, backend: str) -> None:
         # Built from values this process made and checked: validating them again would only cost time.
         record = RoleRecord.model_construct(
             contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="milliseconds"),
-            run=self.settings.run, step=request.step, role=role, backend=self.backend.name,
+            run=self.settings.run, step=request.step, role=role, backend=backend,
             episode_id=request.episode_id, request=request.model_dump(mode="json"),
             response=response.model_dump(mode="json"), outcome=response.outcome, abort_cause=response.abort_cause,
             latency_s=response.latency_s, prompt_tokens=response.prompt_tokens,
@@ -142,7 +148,7 @@ class SimulatorService:
         )
         self.store.append(record)
         m = self.metrics
-        m.inc("calls_total", role=role, backend=self.backend.name, outcome=response.outcome)
+        m.inc("calls_total", role=role, backend=backend, outcome=response.outcome)
         if response.abort_cause:
             m.inc("aborts_total", role=role, cause=response.abort_cause)
         m.inc("retries_total", retries, role=role)

@@ -65,8 +65,12 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                    "trustee: the checkout's toolbench_tools.json, toolcanary: the "
                                                    "packaged default_library.json)")
     seed: int = Field(0, description="seed of the scripted backend (tasks, arguments, results)")
+    replay_tasks_of: RunId | None = Field(None, description="serve the tasks this run's simulator authored (under "
+                                          "runs_dir), matched by each request's draw, instead of authoring new ones")
     no_call_fraction: float = Field(0.0, ge=0.0, le=1.0,
-                                    description="share of task keys made abstention tasks (no offered tool serves)")
+                                    description="share of task keys made abstention tasks (no offered tool serves); "
+                                                "mode toolcanary only: in mode trustee the trainer's "
+                                                "TOOLCANARY_TRAIN_NO_CALL_FRACTION asks for them")
     token: str | None = Field(None, description="bearer token required on every endpoint but /health; `serve` "
                                                 "refuses to start without one unless --insecure")
     insecure: bool = Field(False, description="serve without a bearer token: anyone who reaches the port can ask "
@@ -153,6 +157,9 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     @model_validator(mode="after")
     def _mode_fits(self) -> SimulatorSettings:
+        if self.replay_tasks_of is not None and self.replay_tasks_of == self.run:
+            raise ValueError(f"replay_tasks_of names this run ({self.run}) itself: its tasks are kept already; "
+                             "name another run whose tasks this one should train on")
         if self.mode == "trustee":
             if self.trustee_dir is None:
                 raise ValueError("mode trustee reads TRUSTEE's prompts and library from a checkout: set trustee_dir "
@@ -161,8 +168,12 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                 raise ValueError("mode trustee plays TRUSTEE's prompts, so it needs backend llm; the scripted "
                                  "backend runs in mode toolcanary")
             if self.no_call_fraction > 0:
-                raise ValueError("mode trustee has no abstention tasks (TRUSTEE has none); no_call_fraction must be "
-                                 "0, or use mode toolcanary")
+                # One knob for the share of abstention tasks, on the trainer, which records it in its curriculum
+                # state: a second one here would let the two disagree.
+                raise ValueError(f"mode trustee draws no abstention tasks of its own: expected no_call_fraction 0, "
+                                 f"got {self.no_call_fraction}. To train on a share of abstention tasks, set the "
+                                 "trainer's TOOLCANARY_TRAIN_NO_CALL_FRACTION instead (its curriculum asks for "
+                                 "them, and this mode serves them), or use mode toolcanary")
         self.retries_task = self.retries if self.retries_task is None else self.retries_task
         self.timeout_s_task = self.timeout_s if self.timeout_s_task is None else self.timeout_s_task
         self.backoff_s_task = self.backoff_s if self.backoff_s_task is None else self.backoff_s_task

@@ -239,8 +239,9 @@ class SimulatedEpisodeLoop(AgentLoopBase):
         """
         prompt_ids: list[int] = []
         for attempt in range(self.rules.task_attempts):
-            key = spec.task_key if attempt == 0 else f"{spec.task_key}.r{attempt}"
-            got = await sim.task(TaskRequest(task_key=key, difficulty=spec.difficulty, step=spec.step,
+            key, draw = (spec.task_key, spec.draw) if attempt == 0 else (
+                f"{spec.task_key}.r{attempt}", spec.draw and f"{spec.draw}.r{attempt}")
+            got = await sim.task(TaskRequest(task_key=key, draw=draw, difficulty=spec.difficulty, step=spec.step,
                                              episode_id=spec.episode_id))
             record.simulator_tokens += got.prompt_tokens + got.completion_tokens
             if got.outcome == "aborted" or got.task is None:
@@ -259,6 +260,7 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             messages.append(attempt_messages[-1])
             record.task_key, record.tasks_replaced = key, attempt
             record.task_id, record.call_expected = task.task_id, task.call_expected
+            record.expected_calls = len(task.expected_tool_calls)
             return task, prompt_ids
         record.tasks_replaced = self.rules.task_attempts - 1
         record.abort("task", cause, detail)

@@ -107,7 +107,8 @@ def _simulator(settings: TrainSettings):
     """The simulator the run talks to: the one at `simulator_url`, else a scripted one started for the run."""
     if settings.simulator_url:
         return contextlib.nullcontext(settings.simulator_url)
-    return EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed)
+    return EmbeddedSimulator(settings.run, settings.runs_dir, seed=settings.seed,
+                             replay_tasks_of=settings.replay_tasks_of)
 
 
 def _checked(url: str, settings: TrainSettings) -> str:
@@ -170,7 +171,8 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
         publish_checkpoint(policy, tokenizer, checkpoints, run=settings.run, step=0, base_model=base_model,
                            curriculum_level=curriculum.level, enable_thinking=settings.enable_thinking)
     drop_steps_after(metrics_csv, episodes_jsonl, start)
-    client = TransformersGenerationClient(policy, tokenizer, seed=settings.seed)
+    key_prefix = task_key_prefix(settings.run_state(), settings.run)
+    client = TransformersGenerationClient(policy, tokenizer, seed=settings.seed, private_prefix=key_prefix)
     runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=settings.prompt_length,
                            response_length=settings.response_length, enable_thinking=settings.enable_thinking,
                            loop_options=_loop_options(settings))
@@ -178,7 +180,6 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                       loss_agg_mode=settings.loss_agg_mode)
     params = {"temperature": settings.temperature, "top_p": settings.top_p}
     update_threads = update_thread_count(settings.update_threads)
-    key_prefix = task_key_prefix(settings.run_state(), settings.run)
     published = []
     breaker = CircuitBreaker(settings.max_aborted_frac, settings.max_aborted_steps)
     last_saved = start

@@ -28,8 +28,9 @@ class EmbeddedSimulator:
     """`python -m toolcanary.simulator serve --mode toolcanary --backend scripted` as a context manager yielding
     its URL (the mode is named: the scripted backend plays no other, whatever TOOLCANARY_SIMULATOR_MODE says)."""
 
-    def __init__(self, run: str, runs_dir: Path, seed: int = 0, startup_timeout_s: float = 60.0) -> None:
-        self.run, self.runs_dir, self.seed = run, Path(runs_dir), seed
+    def __init__(self, run: str, runs_dir: Path, seed: int = 0, startup_timeout_s: float = 60.0,
+                 replay_tasks_of: str | None = None) -> None:
+        self.run, self.runs_dir, self.seed, self.replay_tasks_of = run, Path(runs_dir), seed, replay_tasks_of
         self.startup_timeout_s = startup_timeout_s
         self.process: subprocess.Popen | None = None
         self.url = ""
@@ -48,7 +49,7 @@ class EmbeddedSimulator:
         env = {**os.environ, "TOOLCANARY_RUNS_DIR": str(self.runs_dir)}
         command = [sys.executable, "-m", "toolcanary.simulator", "serve", "--host", "127.0.0.1", "--port", str(port),
                    "--mode", "toolcanary", "--backend", "scripted", "--run", self.run, "--runs-dir", str(self.runs_dir),
-                   "--seed", str(self.seed)]
+                   "--seed", str(self.seed), *(["--replay-tasks-of", self.replay_tasks_of] if self.replay_tasks_of else [])]
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         if wait_until_ok(f"{self.url}/health", self.startup_timeout_s, alive=lambda: self.process.poll() is None,
                          poll_s=0.2, request_timeout_s=1.0):

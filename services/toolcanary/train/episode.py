@@ -35,6 +35,9 @@ class EpisodeSpec(BaseModel):
 
     task_key: str = Field(min_length=1, max_length=200)
     difficulty: DifficultySettings
+    draw: str | None = Field(None, max_length=200, description=(
+        "what the task is drawn from (the task request's `draw`): the seed and the group's place in the run, "
+        "not the run's private key, so two runs of one seed ask for the same tasks"))
     step: int = Field(0, ge=0)
     episode_id: str = Field(min_length=1, max_length=200)
     group_index: int = 0

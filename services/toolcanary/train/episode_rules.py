@@ -247,7 +247,8 @@ class TrusteeRules(EpisodeRules):
     context so far, what TRUSTEE's vLLM server allows when no cap is passed); a task that cannot be had, or
     whose prompt is over the budget, is replaced by another; a role that gives up leaves TRUSTEE's failure text
     in the conversation and the verifier still runs; the reward is the verifier's, -1 for every episode without
-    a tool-call turn, aborted ones kept at that reward (TRUSTEE's curriculum mean counts them so).
+    a tool-call turn (except on an abstention task, which TRUSTEE never has), aborted ones kept at that reward
+    (TRUSTEE's curriculum mean counts them so).
     """
 
     mode = "trustee"
@@ -308,7 +309,10 @@ class TrusteeRules(EpisodeRules):
         return record.abort_cause != "auth"
 
     def score(self, record: EpisodeRecord, task: SimulatedTask) -> None:
-        if record.tool_call_turns == 0:
+        # TRUSTEE's penalty: -1 for every episode without a tool-call turn. TRUSTEE has no abstention tasks; one
+        # the curriculum asked for (no_call_fraction > 0) has no call as its right answer, so the verifier's
+        # rule-based reward stands. With no abstention tasks every task expects a call: TRUSTEE's rule unchanged.
+        if record.tool_call_turns == 0 and task.call_expected:
             record.reward, record.no_call_penalty = -1.0, True
 
     def calls_to_answer(self, turn: Turn, record: EpisodeRecord, max_parallel_calls: int) -> list[ToolCall | str]:

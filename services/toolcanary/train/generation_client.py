@@ -76,8 +76,11 @@ class TransformersGenerationClient:
     """
 
     def __init__(self, model, tokenizer, max_batch: int = 32, gather_s: float = 0.005, max_wait_s: float = 0.25,
-                 seed: int = 0) -> None:
+                 seed: int = 0, private_prefix: str = "") -> None:
         self.model, self.tokenizer, self.seed = model, tokenizer, seed
+        # Request ids are episode ids, which begin with the run's private task-key prefix; sampling is seeded
+        # from what follows it, so two runs of one seed sample alike (the prefix differs from run to run).
+        self.private_prefix = private_prefix
         self.max_batch, self.gather_s, self.max_wait_s = max_batch, gather_s, max_wait_s
         self.stop_ids = [i for i in tokenizer.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"]) if i >= 0]
         self.pad_id = tokenizer.pad_token_id
@@ -153,7 +156,8 @@ class TransformersGenerationClient:
         temperature = float(params.get("temperature", 1.0))
         processors = LogitsProcessorList()
         if temperature > 0:  # else plain greedy decoding
-            generators = [request_generator(self.seed, p.request_id, len(p.prompt_ids)) for p in batch]
+            generators = [request_generator(self.seed, p.request_id.removeprefix(self.private_prefix),
+                                            len(p.prompt_ids)) for p in batch]
             processors.append(PerRequestSampler(generators, temperature, float(params.get("top_p", 1.0))))
         was_training = self.model.training
         self.model.eval()

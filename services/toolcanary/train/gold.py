@@ -60,6 +60,7 @@ def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: in
         curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
         pairs = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
                  for i in range(task_pool)]
+        draws = [f"pool-{seed}-{i:03d}" for i in range(task_pool)]  # the pool's tasks, as GRPO draws them
     else:
         rng = random.Random(seed)
         curriculum = Curriculum(level=1, epsilon=epsilon)
@@ -70,10 +71,11 @@ def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: in
             if i in declined:
                 difficulty = difficulty.model_copy(update={"call_expected": False, "expected_calls": 0})
             pairs.append((f"{key_prefix}-warm-{seed}-{i:03d}", difficulty))
-    # The content of a fresh draw comes from the seed and its index, not from the run's private key: every run
-    # of the same settings imitates the same conversations (and shares the starting-policy cache).
-    return [TaskRequest(task_key=key, difficulty=difficulty, draw=None if task_pool else f"{draw_prefix}-{seed}-{i:03d}")
-            for i, (key, difficulty) in enumerate(pairs)]
+        draws = [f"{draw_prefix}-{seed}-{i:03d}" for i in range(count)]
+    # What a task is comes from the seed and its index, not from the run's private key: every run of the same
+    # settings imitates the same conversations (and shares the starting-policy cache).
+    return [TaskRequest(task_key=key, difficulty=difficulty, draw=draw)
+            for (key, difficulty), draw in zip(pairs, draws, strict=True)]
 
 
 def conversation_mix(conversations: list[tuple[SimulatedTask, str, list]]) -> dict[str, int]:

@@ -35,10 +35,12 @@ from toolcanary.train.episode import EpisodeSpec
 
 def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: random.Random,
                key_prefix: str, max_tools: int | None = None, task_pool: int = 0,
-               seed: int = 0) -> list[EpisodeSpec]:
-    """groups x n episode specs; the n members of a group share task key and difficulty.
+               seed: int = 0, draw_prefix: str = "") -> list[EpisodeSpec]:
+    """groups x n episode specs; the n members of a group share task key, draw and difficulty.
 
     `key_prefix` begins every task key and episode id: the run's `task_key_prefix` (toolcanary.train.task_keys).
+    The draw names the task by the seed and its place (`<draw_prefix><seed>-sSSSS-gGG`, a pool task by its
+    index), so what a task is does not depend on the run's private key.
 
     `max_tools` caps the tools per task (the CPU run's cost control; the GPU recipe leaves it unset).
     `task_pool` > 0 cycles through that many fixed tasks (`pool_task`) instead of drawing new ones.
@@ -47,13 +49,16 @@ def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: r
     specs = []
     for group in range(groups):
         if task_pool:
-            key, difficulty = pool_task(((step - 1) * groups + group) % task_pool, key_prefix=key_prefix, seed=seed,
-                                        curriculum=curriculum, max_tools=max_tools)
+            index = ((step - 1) * groups + group) % task_pool
+            key, difficulty = pool_task(index, key_prefix=key_prefix, seed=seed, curriculum=curriculum,
+                                        max_tools=max_tools)
+            draw = f"{draw_prefix}pool-{seed}-{index:03d}"
         else:
             key, difficulty = f"{key_prefix}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
+            draw = f"{draw_prefix}{seed}-s{step:04d}-g{group:02d}"
         for member in range(n):
             specs.append(EpisodeSpec(
-                task_key=key, difficulty=difficulty, step=step,
+                task_key=key, draw=draw, difficulty=difficulty, step=step,
                 episode_id=f"{key_prefix}-s{step:04d}-g{group:02d}-r{member:02d}", group_index=group,
                 curriculum_level=at.level, system_prompt_level=at.system_prompt, num_criteria=at.num_criteria,
                 max_user_turns=at.max_user_turns, max_assistant_turns=at.max_assistant_turns,

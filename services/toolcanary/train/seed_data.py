@@ -33,7 +33,7 @@ def validation_specs(key_prefix: str, count: int, seed: int = 0) -> list[Episode
     """The fixed held-out tasks: keys `<key_prefix>-val-s0000-gNN`, settings drawn once at level 1."""
     curriculum = Curriculum(level=VALIDATION_LEVEL)
     specs = step_specs(curriculum, step=0, groups=count, n=1, rng=random.Random(f"validation-{seed}"),
-                       key_prefix=f"{key_prefix}-val")
+                       key_prefix=f"{key_prefix}-val", seed=seed, draw_prefix="val-")
     return [spec.model_copy(update={"split": "val"}) for spec in specs]
 
 

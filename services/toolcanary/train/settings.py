@@ -36,6 +36,9 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     steps: int = Field(2, description="GRPO steps")
     save_every: int = Field(1, description="publish a checkpoint every this many steps (step 0 too)")
     simulator_url: str | None = Field(None, description="none: start a scripted simulator")
+    replay_tasks_of: RunId | None = Field(None, description="the started simulator serves the tasks of this earlier "
+                                                            "run (matched by draw) instead of authoring them; with "
+                                                            "--simulator-url, give the simulator the flag instead")
     checkpoints_dir: Path = Field(volume("checkpoints"), validation_alias=_shared("CHECKPOINTS_DIR"),
                                   description="root of the checkpoint folders")
     results_dir: Path = Field(volume("results"), validation_alias=_shared("RESULTS_DIR"),
@@ -133,6 +136,11 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
             raise ContractError("--max-aborted-frac", "a share in [0, 1)", repr(self.max_aborted_frac))
         if self.max_aborted_steps < 1:
             raise ContractError("--max-aborted-steps", "a positive integer", repr(self.max_aborted_steps))
+        if self.replay_tasks_of and self.simulator_url:
+            raise ContractError("--replay-tasks-of", "a run whose tasks the started simulator replays",
+                                f"{self.replay_tasks_of!r} with --simulator-url {self.simulator_url}",
+                                "Start that simulator with --replay-tasks-of instead; a trainer cannot change the "
+                                "tasks of a simulator it did not start")
         if self.mode not in ("toolcanary", "trustee"):
             raise ContractError("--mode", "toolcanary or trustee", repr(self.mode))
         if self.mode == "trustee" and self.trustee_dir is None:

@@ -107,12 +107,13 @@ def save_curriculum(settings: TrainSettings, curriculum: Curriculum, history: di
 
 
 def assign_specs(uids: list, curriculum: Curriculum, *, step: int, key_prefix: str, rng: random.Random,
-                 attempt: str | None = None) -> list[dict]:
+                 attempt: str | None = None, seed: int = 0) -> list[dict]:
     """One spec per row; rows sharing a uid share one task key and setting (verl's V1 manager spawns the
     n rollouts of a row itself, and the agent loop appends each rollout's number to the episode id)."""
     order = list(dict.fromkeys(str(u) for u in uids))
     groups = {uid: spec for uid, spec in zip(order, step_specs(curriculum, step=step, groups=len(order), n=1,
-                                                                rng=rng, key_prefix=key_prefix), strict=True)}
+                                                                rng=rng, key_prefix=key_prefix, seed=seed),
+                                            strict=True)}
     seen: dict[str, int] = {}
     rows = []
     for uid in (str(u) for u in uids):
@@ -272,7 +273,7 @@ class CurriculumAgentLoopManager(AgentLoopManagerTQ):
         rng = random.Random(f"{settings.seed}-{step}")
         specs = assign_specs(list(prompts["uid"]), curriculum, step=step,
                              key_prefix=task_key_prefix(settings.run_state(), settings.run), rng=rng,
-                             attempt=attempt)
+                             attempt=attempt, seed=settings.seed)
         prompts["extra_info"] = NonTensorStack(*specs)
         return super().generate_sequences(prompts)
 

@@ -14,11 +14,19 @@ The mode decides the prompts and what is decided without a model. `toolcanary`: 
 any call on an abstention task and no call on a task that needs one get verifier -1, all locally and exactly.
 `trustee`: TRUSTEE's templates (`prompts_trustee`) and its rules: only the tool's name is checked, the tool role
 judges the arguments (ToolBench's own defaults, such as "500" for a number, reach it); the verifier is always
-asked (the trainer applies TRUSTEE's no-call penalty); the tool, user and verifier answers are read and checked
-as TRUSTEE's simulator does (`json_output.read_trustee_json`, `outputs.Trustee*Output`), and each request is
-re-sent as TRUSTEE's OpenAI client re-sends it (2 times, `sdk_retries`). That behaviour is implemented from
-reading TRUSTEE's `verl/recipe/trustee/simulator.py`: the module imports verl's agent loop when it is imported,
-which the simulator image does not carry, so it cannot be called from the checkout as the templates are.
+asked (the trainer applies TRUSTEE's no-call penalty), except on an abstention task (below); the tool, user and
+verifier answers are read and checked as TRUSTEE's simulator does (`json_output.read_trustee_json`,
+`outputs.Trustee*Output`), and each request is re-sent as TRUSTEE's OpenAI client re-sends it (2 times,
+`sdk_retries`). That behaviour is implemented from reading TRUSTEE's `verl/recipe/trustee/simulator.py`: the
+module imports verl's agent loop when it is imported, which the simulator image does not carry, so it cannot be
+called from the checkout as the templates are.
+
+TRUSTEE has no abstention tasks; the trustee mode makes one when the trainer asks for it (`call_expected` false,
+drawn by the trainer's curriculum): TRUSTEE's author writes a task for the tools it is shown, exactly as for a
+call task, and the task is then served with as many other tools, drawn from other categories, so that no
+offered tool can fulfil it (`expected_tool_calls` empty; what the author wrote kept in
+`expected_tool_calls_as_written`). Its verifier is no model: TRUSTEE's verifier prompt has no notion of a correct
+decline, so the scripted backend's rule judges it (`calls.abstention_verdict`), and the record says "scripted".
 """
 
 from __future__ import annotations
@@ -45,8 +53,8 @@ from toolcanary.contract import (
 )
 from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.backend import RoleOutput
-from toolcanary.simulator.calls import executed_calls, rng_for, task_id_for
-from toolcanary.simulator.library_index import LibraryIndex
+from toolcanary.simulator.calls import abstention_verdict, executed_calls, rng_for, task_id_for
+from toolcanary.simulator.library_index import LibraryIndex, NoOtherCategory
 from toolcanary.simulator.llm import prompts, prompts_trustee
 from toolcanary.simulator.llm.json_output import (
     OutputParseError,
@@ -142,10 +150,29 @@ class LlmBackend:
         return None, attempts
 
     async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
-        rng = rng_for("task", self.settings.seed, request.task_key)
+        # Seeded by the draw (the seed and the group's place), so two runs of one seed offer the same tools.
+        draw = request.draw or request.task_key
+        rng = rng_for("task", self.settings.seed, draw)
         tools = self.index.sample_tools(request.difficulty.num_tools, rng, trustee=self.trustee is not None)
         offered = {t.schema_.name for t in tools}
         schemas = [t.schema_ for t in tools]
+        served, served_elsewhere = tools, self.trustee is not None and abstain
+        if served_elsewhere:
+            # TRUSTEE's author writes every task for the tools it is shown; an abstention task is then served
+            # with as many tools of other categories (and other names), so that none of them can fulfil it. Drawn
+            # before the author is asked, so a library that cannot give them costs no model call.
+            try:
+                served = self.index.sample_tools(len(tools), rng_for("abstain-tools", self.settings.seed, draw), trustee=True,
+                                                 exclude={t.category for t in tools}, exclude_names=offered)
+            except NoOtherCategory as err:
+                attempts = _Attempts()
+                attempts.cause = "validation"
+                attempts.detail = (f"abstention task {request.task_key!r}: expected tools of another category "
+                                   "than its author's, none of which can serve it, but the library has none left; "
+                                   "use a library with several categories (TRUSTEE's toolbench_tools.json), or "
+                                   f"set the trainer's TOOLCANARY_TRAIN_NO_CALL_FRACTION to 0. {err}")
+                log.error("task author: %s", attempts.detail)
+                return attempts.aborted(TaskResponse)
 
         def read(data: dict) -> AuthorOutput | TrusteeAuthorOutput:
             if self.trustee:
@@ -162,10 +189,12 @@ class LlmBackend:
         if output is None:
             return attempts.aborted(TaskResponse)
         difficulty = request.difficulty.model_copy(update={"call_expected": not abstain})
+        # An abstention task of the trustee mode expects no call; the author's calls stay in the record only.
+        expected = [] if served_elsewhere else [ExpectedCall(name=n) for n in output.expected_tool_calls]
         task = SimulatedTask(
-            task_id=task_id_for(self.settings.seed, request.task_key), task_key=request.task_key,
-            category=tools[0].category, tools=schemas,
-            expected_tool_calls=[ExpectedCall(name=n) for n in output.expected_tool_calls],
+            task_id=task_id_for(self.settings.seed, draw), task_key=request.task_key,
+            category=served[0].category, tools=[t.schema_ for t in served],
+            expected_tool_calls=expected,
             expected_tool_calls_as_written=output.calls_as_written if self.trustee else None,
             user_intent=output.user_intent, user_persona=output.user_persona,
             first_user_query=output.first_user_query, difficulty=difficulty, call_expected=not abstain,
@@ -209,6 +238,12 @@ class LlmBackend:
     async def verify(self, task: SimulatedTask, request: VerifyRequest) -> RoleOutput:
         trajectory = request.trajectory
         if self.trustee:
+            if not task.call_expected:
+                # TRUSTEE's verifier prompt has no notion of a correct decline: the rule decides, the scripted
+                # backend's, and the record names it.
+                verdict = abstention_verdict(trajectory)
+                reasoning = "By rule, no model asked (an abstention task): " + verdict.reasoning
+                return RoleOutput(verdict.model_copy(update={"reasoning": reasoning}), backend="scripted")
             messages, criteria = prompts_trustee.verifier(self.trustee, task, trajectory, request.num_criteria)
             reader = TrusteeVerifierOutput.read
         else:

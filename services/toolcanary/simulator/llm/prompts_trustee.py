@@ -9,7 +9,9 @@ turns the contract's task and history into the arguments TRUSTEE passes (`simula
 - "the user's original query" as the conversation's first message, which in TRUSTEE is the policy's system
   prompt (its agent loop reads `messages[0]`); the task's first query when the history has no system message;
 - a call as `{"name", "arguments"}` with the arguments as decoded, of any JSON type;
-- the verifier's expected calls as the task author wrote them (`SimulatedTask.expected_tool_calls_as_written`).
+- the verifier's expected calls as the task author wrote them (`SimulatedTask.expected_tool_calls_as_written`),
+  none for an abstention task (its author wrote calls for tools it is not served with; the backend judges such
+  a task by rule and never builds this prompt for it).
 
 Each function returns the chat messages of the call and, for the verifier, the criteria it applied.
 """
@@ -70,7 +72,10 @@ def verifier(checkout: TrusteeCheckout, task: SimulatedTask, trajectory: list[Me
 
 def _expected_calls(task: SimulatedTask) -> list:
     """The author's expected calls as it wrote them (names, objects with arguments, anything), as TRUSTEE hands
-    them to its verifier; a task stored without that list (before contract 1.6) gives the names."""
+    them to its verifier; a task stored without that list (before contract 1.6) gives the names; an abstention
+    task expects none, whatever its author wrote."""
+    if not task.call_expected:
+        return []
     if task.expected_tool_calls_as_written is not None:
         return task.expected_tool_calls_as_written
     return [c.name for c in task.expected_tool_calls]

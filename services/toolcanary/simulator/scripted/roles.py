@@ -16,14 +16,13 @@ import json
 from typing import Any
 
 from toolcanary.contract import (
-    AssistantMessage,
     SimulatedTask,
     ToolCall,
     ToolResponse,
     UserResponse,
     VerifyResponse,
 )
-from toolcanary.simulator.calls import executed_calls
+from toolcanary.simulator.calls import abstention_verdict, executed_calls, wrote_call_markup
 from toolcanary.simulator.scripted.matching import call_matches, match_expected, user_texts
 from toolcanary.simulator.scripted.plan import NUDGE, TaskPlan
 from toolcanary.simulator.scripted.results import make_result
@@ -84,15 +83,10 @@ def user_turn(task: SimulatedTask, history: list) -> UserResponse:
 
 
 def verify(task: SimulatedTask, trajectory: list, num_criteria: int) -> VerifyResponse:
-    executed = executed_calls(trajectory)
-    malformed = any("<tool_call>" in (m.content or "") for m in trajectory if isinstance(m, AssistantMessage))
     if not task.call_expected:
-        criteria = ["declines or answers directly: no tool is called"]
-        if executed or malformed:
-            return VerifyResponse(reward=-1, reasoning="A tool was called although no offered tool serves the "
-                                  "request.", criteria=criteria)
-        return VerifyResponse(reward=1, reasoning="No tool was called: the request was declined or answered "
-                              "directly, as it should be.", criteria=criteria)
+        return abstention_verdict(trajectory)
+    executed = executed_calls(trajectory)
+    malformed = wrote_call_markup(trajectory)
     shown = CRITERIA[:num_criteria]
     if not executed:
         return VerifyResponse(reward=-1, reasoning="The agent did not call any tool.", criteria=shown)
