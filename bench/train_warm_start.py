@@ -12,7 +12,7 @@ preset and no cache (gold conversations from a started simulator, the preset's w
 what a first `make demo` spends before its first GRPO step.
 
     .venvs/train/bin/python bench/train_warm_start.py                  # writes bench/results/train_warm_start.json
-    .venvs/train/bin/python bench/train_warm_start.py --steps 2 --no-build --out bench/results/warm_smoke.json
+    .venvs/train/bin/python bench/train_warm_start.py --steps 1 --tasks 4 --no-build --out bench/results/warm_smoke.json
 """
 
 from __future__ import annotations
@@ -79,9 +79,11 @@ def timed_steps(model, tokenizer, examples, steps: int, seed: int, lr: float, ou
     return seconds
 
 
-def run_bench(steps: int, build: bool, tmp: Path) -> dict:
+def run_bench(steps: int, build: bool, tmp: Path, tasks: int | None = None) -> dict:
     settings = TrainSettings.from_env(policy="smollm2", run="bench-warm-start", runs_dir=tmp / "runs",
                                       checkpoints_dir=tmp / "checkpoints", results_dir=tmp / "results")
+    if tasks is not None:
+        settings = settings.model_copy(update={"warm_start_tasks": tasks})
     torch.set_num_threads(settings.torch_threads)
     with EmbeddedSimulator("bench-warm-start", tmp / "runs", seed=settings.seed) as url:
         requests = warm_start_requests(key_prefix="bench", seed=settings.seed, count=settings.warm_start_tasks,
@@ -114,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6, help="measured steps of each method (default 6)")
+    parser.add_argument("--tasks", type=int, default=None, help="gold conversations (default: the preset's 48)")
     parser.add_argument("--no-build", dest="build", action="store_false",
                         help="skip timing the whole starting-policy build (about 4 min on 2 cores)")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "train_warm_start.json")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        result = run_bench(args.steps, args.build, Path(tmp))
+        result = run_bench(args.steps, args.build, Path(tmp), args.tasks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     step = result["step_s"]

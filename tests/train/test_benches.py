@@ -44,3 +44,13 @@ def test_the_grpo_step_bench_runs_in_its_short_mode_and_writes_its_ratios(tmp_pa
     assert result["ratio"] > 0 and result["hand_step_s"] > 0
     assert result["tokens_per_step"] > 0 and result["generated_tokens_per_step"] > 0
     assert set(result) >= {"rollout_ratio", "update_ratio", "rollout_share", "rollout_threads", "update_threads"}
+
+
+@pytest.mark.slow
+def test_the_warm_start_bench_times_both_steps_on_the_same_batches(tmp_path):
+    result = run_bench("train_warm_start.py", "--steps", "1", "--tasks", "4", "--no-build",
+                       out=tmp_path / "train_warm_start.json")
+    step = result["step_s"]
+    assert step["ours_median"] > 0 and step["baseline_median"] > 0
+    assert step["ratio"] == pytest.approx(step["ours_median"] / step["baseline_median"])
+    assert 0 < result["prompt_tokens_mean"] < result["tokens_mean"] and "build_s" not in result

@@ -14,10 +14,11 @@ client waits for it, but at most `max_wait_s` from the first request, so that a 
 does not hold back every other episode. Without those calls (a caller with no runner) a batch starts
 `gather_s` after its first request.
 
-Each request samples from a random generator of its own, seeded by (seed, request id, prompt length), so
-its tokens depend on its prompt and the weights, not on which requests shared its batch or in what order
-they came: how the simulator's latency groups the episodes into batches cannot change a run. This is what
-lets a run that survived a fault be compared with one that did not, step by step.
+Each request samples from a random generator of its own, seeded by (seed, request id after the run's private
+prefix, prompt length), so its tokens depend on its prompt and the weights, not on which requests shared its
+batch or in what order they came: how the simulator's latency groups the episodes into batches cannot change a
+run. This is what lets a run that survived a fault be compared with one that did not, step by step, and two
+runs of one seed be the same run (docs/train.md, "Reproducibility").
 
     client = TransformersGenerationClient(model, tokenizer, seed=0)
     out = await client.generate("ep-1", prompt_ids=ids, sampling_params={"temperature": 1.0, "max_tokens": 32})
