@@ -55,22 +55,27 @@ def whole_sequence_step(model, optimizer, batch: list[tuple[list[int], list[int]
     optimizer.step()
 
 
-def timed_steps(model, tokenizer, examples, steps: int, seed: int, lr: float, ours: bool) -> list[float]:
+def our_steps(model, tokenizer, examples, steps: int, seed: int, lr: float) -> list[float]:
+    """Seconds of each step of `warm_start` itself, timed between its `on_step` calls."""
     seconds: list[float] = []
-    if ours:
-        began = [time.perf_counter()]
+    began = [time.perf_counter()]
 
-        def lap(_step: int, _loss: float) -> None:
-            now = time.perf_counter()
-            seconds.append(now - began[0])
-            began[0] = now
+    def lap(_step: int, _loss: float) -> None:
+        now = time.perf_counter()
+        seconds.append(now - began[0])
+        began[0] = now
 
-        warm_start(model, tokenizer, examples, steps=steps, lr=lr, batch_size=WARM_START_BATCH, seed=seed,
-                   progress=False, on_step=lap)
-        return seconds
-    rng = random.Random(seed)  # the batches warm_start draws with the same seed
+    warm_start(model, tokenizer, examples, steps=steps, lr=lr, batch_size=WARM_START_BATCH, seed=seed,
+               progress=False, on_step=lap)
+    return seconds
+
+
+def baseline_steps(model, examples, steps: int, seed: int, lr: float) -> list[float]:
+    """Seconds of each whole-sequence step on the batches `warm_start` draws with the same seed."""
+    rng = random.Random(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     model.train()
+    seconds = []
     for _ in range(steps):
         batch = [examples[rng.randrange(len(examples))] for _ in range(min(WARM_START_BATCH, len(examples)))]
         began = time.perf_counter()
@@ -94,9 +99,8 @@ def run_bench(steps: int, build: bool, tmp: Path, tasks: int | None = None) -> d
     base, tokenizer = load_policy(folder)
     examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
     # One unmeasured step each first: the first AdamW step allocates its state.
-    ours = timed_steps(copy.deepcopy(base), tokenizer, examples, steps + 1, settings.seed, settings.warm_start_lr, True)[1:]
-    baseline = timed_steps(copy.deepcopy(base), tokenizer, examples, steps + 1, settings.seed,
-                           settings.warm_start_lr, False)[1:]
+    ours = our_steps(copy.deepcopy(base), tokenizer, examples, steps + 1, settings.seed, settings.warm_start_lr)[1:]
+    baseline = baseline_steps(copy.deepcopy(base), examples, steps + 1, settings.seed, settings.warm_start_lr)[1:]
     result = {
         "steps_measured": steps, "conversations": len(examples), "threads": settings.torch_threads,
         "tokens_mean": statistics.fmean(len(t) for t, _ in examples),

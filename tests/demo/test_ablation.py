@@ -35,7 +35,7 @@ def test_a_share_that_makes_no_ablation_is_refused_with_what_was_expected(share)
 def test_the_share_reaches_the_trainers_command_line(monkeypatch, tmp_path):
     """run_demo hands --no-call-fraction to the GRPO run (and not to the starting policy, whose recipe the two
     arms share)."""
-    import toolcanary.demo.__main__ as demo_main
+    import toolcanary.demo.pipeline as demo_main
 
     commands = []
 

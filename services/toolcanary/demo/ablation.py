@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from toolcanary.demo.__main__ import run_demo
+from toolcanary.demo.pipeline import run_demo
 from toolcanary.demo.processes import ChildFailed
 from toolcanary.demo.settings import DEFAULT_POLICY, SIZES, VENVS, DemoSettings
 from toolcanary.demo.timing import PhaseClock

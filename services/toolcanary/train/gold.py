@@ -58,9 +58,10 @@ def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: in
     """
     if task_pool:
         curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
-        pairs = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
-                 for i in range(task_pool)]
-        draws = [f"pool-{seed}-{i:03d}" for i in range(task_pool)]  # the pool's tasks, as GRPO draws them
+        # The pool's tasks, under the keys and draws GRPO asks for them with.
+        pool = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
+                for i in range(task_pool)]
+        pairs, draws = [(key, difficulty) for key, _, difficulty in pool], [draw for _, draw, _ in pool]
     else:
         rng = random.Random(seed)
         curriculum = Curriculum(level=1, epsilon=epsilon)

@@ -50,9 +50,9 @@ def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: r
     for group in range(groups):
         if task_pool:
             index = ((step - 1) * groups + group) % task_pool
-            key, difficulty = pool_task(index, key_prefix=key_prefix, seed=seed, curriculum=curriculum,
-                                        max_tools=max_tools)
-            draw = f"{draw_prefix}pool-{seed}-{index:03d}"
+            key, draw, difficulty = pool_task(index, key_prefix=key_prefix, seed=seed, curriculum=curriculum,
+                                              max_tools=max_tools)
+            draw = draw_prefix + draw
         else:
             key, difficulty = f"{key_prefix}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
             draw = f"{draw_prefix}{seed}-s{step:04d}-g{group:02d}"
@@ -74,10 +74,11 @@ def capped(difficulty: DifficultySettings, max_tools: int | None) -> DifficultyS
 
 
 def pool_task(index: int, *, key_prefix: str, seed: int, curriculum: Curriculum,
-              max_tools: int | None) -> tuple[str, DifficultySettings]:
-    """The key and settings of fixed task `index`: drawn once, at level 1, from a seed of its own."""
+              max_tools: int | None) -> tuple[str, str, DifficultySettings]:
+    """The key, draw and settings of fixed task `index`: drawn once, at level 1, from a seed of its own."""
     first = Curriculum(level=1, epsilon=curriculum.epsilon, no_call_fraction=curriculum.no_call_fraction)
-    return f"{key_prefix}-pool-{seed}-{index:03d}", capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
+    draw = f"pool-{seed}-{index:03d}"
+    return f"{key_prefix}-{draw}", draw, capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
 
 
 class EpisodeRunner:
