@@ -206,8 +206,9 @@ def main() -> None:
     parser.add_argument("--mode", choices=MODES, default="oracle")
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--max-chars", type=int, default=4000)
+    parser.add_argument("--kv-tokens", type=int, help="publish a KV cache of this many tokens on /metrics")
     args = parser.parse_args()
-    server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars)
+    server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars, kv_tokens=args.kv_tokens)
     print(f"stub {args.mode} serving {args.model} at {server.base_url} on GPU "
           f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'none')}", flush=True)
     server.serve_forever()

@@ -95,6 +95,31 @@ def test_eval_all_on_two_gpus_scores_every_checkpoint_and_repeat_exactly_once(tm
     assert again.returncode == 0 and "0 passes scored" in again.stdout
 
 
+@pytest.mark.slow
+def test_passes_at_once_score_the_repeats_of_a_step_together_on_its_one_server(tmp_path):
+    """--passes-at-once 2: the two passes of step 0 overlap in time on the step's one server (each started before
+    the other finished), each pass sizes its threads for half the KV cache, and every row lands once."""
+    checkpoints = tmp_path / "checkpoints"
+    publish(checkpoints, "g", [0])
+    serve = (f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle --delay 0.3 "
+             "--kv-tokens 24576")
+    args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
+            "--repeat-steps", "0", "--repeat-passes", "2", "--passes-at-once", "2", "--max-tokens", "1024",
+            "--categories", "irrelevance", "simple_python", "--sample", "4"]
+    done = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
+    assert done.returncode == 0, done.stderr
+    assert "2 passes scored: step 0 pass 1, step 0 pass 2" in done.stdout
+    assert (tmp_path / "g/serving/step_0000.log").read_text().count("stub oracle serving") == 1  # one server
+    manifests = [json.loads((tmp_path / f"g/passes/step_0000_pass_{p}/manifest.json").read_text()) for p in (1, 2)]
+    first, second = manifests
+    assert first["started_at"] < second["finished_at"] and second["started_at"] < first["finished_at"], manifests
+    # 24,576 tokens / 2 passes / (1,024 + 2,048) = 4 threads each (one pass alone would get 8)
+    assert [m["threads"] for m in manifests] == [4, 4]
+    rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
+    assert sorted((r.pass_index, r.category) for r in rows) == [(p, c) for p in (1, 2)
+                                                                  for c in ("irrelevance", "simple_python")]
+
+
 def test_repeats_follow_the_toolcanary_design():
     settings = EvalSettings()
     assert [passes_for(s, settings) for s in (0, 10, 150, 200)] == [[1, 2, 3], [1], [1, 2, 3], [1, 2, 3]]

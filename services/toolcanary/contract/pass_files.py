@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal, get_args
@@ -142,8 +143,9 @@ class PassFailure(BaseModel):
 
 
 def write_json(path: Path, value: object) -> None:
-    """Write through a temporary file so a kill never leaves half a file behind."""
-    tmp = path.with_name(path.name + ".tmp")
+    """Write through a temporary file so a kill never leaves half a file behind; the temporary name is the
+    writer's own (process and thread), so two writers never replace each other's half-written file."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     tmp.write_text(json.dumps(value, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
 

@@ -82,6 +82,7 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                                "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
                                "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps",
                                *map(str, s.repeat_steps), "--repeat-passes", str(s.repeat_passes),
+                               "--passes-at-once", str(s.repeat_passes),
                                "--sample", str(s.sample), "--seed", str(s.seed),
                                *(["--sample-multi-turn", str(s.sample_multi_turn)] if s.sample_multi_turn else [])],
                       s.logs / "eval.log", poll=bar.poll)

@@ -280,16 +280,18 @@ def resolve_ids(
         return categories, {c: list(category_ids(c)) for c in categories}, False
     ids = choose_sample(categories, sample, seed, sample_multi_turn)
     pinned = run_dir / SAMPLE_FILE
-    if pinned.exists():
-        old = read_sample(pinned)
-        if (old.size, old.multi_turn_size, old.seed) != (sample, sample_multi_turn, seed):
-            raise ContractError(str(pinned), f"{_sample_flags(old.size, old.multi_turn_size, old.seed)} for every "
-                                "pass of this run", _sample_flags(sample, sample_multi_turn, seed),
-                                "Use the run's sample, or another --run")
-        ids = {c: old.ids[c] if c in old.ids else v for c, v in ids.items()}
-        check_ids(ids, str(pinned))
-    else:
-        write_sample(pinned, RunSample(size=sample, multi_turn_size=sample_multi_turn, seed=seed, ids=ids))
+    pinned.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(lock_path(pinned)):  # two first passes at once (--gpus, --passes-at-once) pin one sample
+        if pinned.exists():
+            old = read_sample(pinned)
+            if (old.size, old.multi_turn_size, old.seed) != (sample, sample_multi_turn, seed):
+                raise ContractError(str(pinned), f"{_sample_flags(old.size, old.multi_turn_size, old.seed)} for "
+                                    "every pass of this run", _sample_flags(sample, sample_multi_turn, seed),
+                                    "Use the run's sample, or another --run")
+            ids = {c: old.ids[c] if c in old.ids else v for c, v in ids.items()}
+            check_ids(ids, str(pinned))
+        else:
+            write_sample(pinned, RunSample(size=sample, multi_turn_size=sample_multi_turn, seed=seed, ids=ids))
     return categories, ids, True
 
 

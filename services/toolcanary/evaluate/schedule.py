@@ -192,7 +192,7 @@ def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, servi
     try:
         waited = wait_healthy(settings.base_url, served, settings.health_timeout_s, getattr(serving, "alive", lambda: True))
         log.info("step %d healthy after %.1f s; passes %s", entry.step, waited, todo)
-        for pass_index in todo:
+        def score(pass_index: int) -> None:
             pass_folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
             opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
                                categories=args.categories, sample=args.sample,
@@ -204,11 +204,15 @@ def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, servi
             except ContractError as err:
                 log.error("step %d pass %d refused: %s", entry.step, pass_index, err)
                 failures.append(f"pass {pass_index}: {err}")
+
+        # Passes append their rows under the CSV's lock, as the servers of several GPUs do.
+        with ThreadPoolExecutor(max_workers=settings.passes_at_once, thread_name_prefix="pass") as executor:
+            list(executor.map(score, todo))
     finally:
         serving.stop()
     if failures:
-        raise StepFailed(scored, " | ".join(failures))
-    return scored
+        raise StepFailed(sorted(scored), " | ".join(sorted(failures)))
+    return sorted(scored)
 
 
 class StepFailed(ContractError):

@@ -68,6 +68,10 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     repeat_steps: Annotated[tuple[int, ...], NoDecode] = Field(
         (0, 150, 200), description="steps that get repeated passes (comma-separated in the environment)")
     repeat_passes: int = Field(3, description="passes at each repeated step")
+    # A pass is often bound by its slowest multi-turn chains rather than by the server's throughput; passes
+    # of one step scored at once keep the server's batch full. Each pass then derives its threads from its
+    # share of the KV cache (toolcanary.evaluate.sizing).
+    passes_at_once: int = Field(1, ge=1, description="passes of one step scored at once on its server")
     serving: str = Field("local", description="who serves the checkpoints for eval-all / watch: local or compose")
     serve_command: str = Field("", description="command line that serves one checkpoint (serving local)")
     serve_port: int = Field(8000, description="port of the locally served checkpoint")

@@ -12,6 +12,7 @@ from what the server reported in the preflight probe and the pass's item count; 
     threads          as many requests as the server's KV cache holds at once, each with the cap plus 2,048
                      prompt tokens (vLLM's `vllm:cache_config_info` metric: blocks x block size), between 1
                      and 64 and never more than the items; 8 when the server does not publish its cache size.
+                     With `passes_at_once` passes sharing the server, each pass sizes for its share of the cache.
                      More would only queue inside vLLM, where the wait counts against the request timeout.
     stall_timeout_s  (retries + 1) x request timeout + 60 s: the longest one request may legitimately take.
                      A phase in which no item finishes and bfcl-eval writes nothing for that long is stopped
@@ -72,8 +73,10 @@ def plan(settings: EvalSettings, served_max_model_len: int | None, kv_cache_toke
     threads = settings.threads
     if not threads:
         if kv_cache_tokens:
-            threads = max(1, min(MAX_THREADS, kv_cache_tokens // (max_tokens + PROMPT_ALLOWANCE)))
-            notes.append(f"threads {threads} from a KV cache of {kv_cache_tokens} tokens")
+            share = kv_cache_tokens // settings.passes_at_once
+            threads = max(1, min(MAX_THREADS, share // (max_tokens + PROMPT_ALLOWANCE)))
+            notes.append(f"threads {threads} from a KV cache of {kv_cache_tokens} tokens"
+                         + (f" shared by {settings.passes_at_once} passes" if settings.passes_at_once > 1 else ""))
         else:
             threads = FALLBACK_THREADS
             notes.append(f"threads {threads}: the server does not publish its KV-cache size")
