@@ -2,7 +2,8 @@
 
 Our step is what `python -m toolcanary.train cpu` does per step with the default settings (no warm start):
 tasks_per_step x rollouts_per_task episodes through verl's agent loop (EpisodeRunner) against the real
-scripted simulator (EmbeddedSimulator), sampled by TransformersGenerationClient, then one `grpo_update`.
+scripted simulator (EmbeddedSimulator), sampled by TransformersGenerationClient, then `grpo_update` (one
+optimizer step per mini-batch of `ppo_mini_batch_size` tasks).
 
 The baseline is re-based on each measured step's own episodes. Every `generate` call of the step is
 recorded (prompt ids, tokens generated), and the hand loop then does the same work with none of the
@@ -12,10 +13,11 @@ machinery (no agent loop, no simulator, no verl), as plainly as one would write 
   (left-padded, attention mask, sampling at the step's temperature), forced to the largest number of tokens
   any of those calls generated (min_new_tokens = max_new_tokens), as a batched hand loop runs until its
   longest row ends;
-- update: the step's final sequences (prompt + response) right-padded into one batch; the reference's
-  forward without grad, the policy's with grad, log-probabilities of the response tokens, group-normalised
-  advantages, PPO's clipped ratio loss plus the low-variance KL times kl_coef, a token mean over the
-  trained tokens, backward, gradient clipping and an AdamW step.
+- update: the step's final sequences (prompt + response), one per forward; the reference's and the old
+  policy's log-probabilities without grad, once, before the first optimizer step; then per mini-batch of
+  `ppo_mini_batch_size` tasks (`ppo_epochs` times) the policy's forward with grad, group-normalised advantages,
+  PPO's clipped ratio loss plus the low-variance KL times kl_coef, a token mean over the mini-batch's trained
+  tokens, backward, gradient clipping and an AdamW step.
 
 Each phase of the hand loop runs on the torch threads our step gives that phase (`torch_threads` for the
 rollout, `update_threads` for the update), on a copy of the policy with its own optimizer. The ratio is our
@@ -99,41 +101,51 @@ def hand_rollout(model, calls: list[tuple[str, list[int], int]], pad_id: int, te
 
 
 def hand_update(policy, reference, optimizer, outputs, config: GrpoConfig) -> float:
-    """One clipped-ratio policy-gradient step with KL over the step's sequences, one sequence per forward."""
+    """The clipped-ratio policy-gradient steps with KL over the step's sequences, one sequence per forward:
+    one optimizer step per mini-batch of `ppo_mini_batch_size` tasks, `ppo_epochs` times, the old
+    log-probabilities taken before the first."""
     rows = [o for o in outputs if sum(o.response_mask)]
     if not rows:
         return 0.0
     rewards = torch.tensor([float(o.reward_score or 0.0) for o in rows])
-    keys = [o.extra_fields["episode"]["task_key"] for o in rows]
+    keys = [o.extra_fields["episode"].task_key for o in rows]
     advantages = torch.zeros(len(rows))
     for key in set(keys):
         members = [i for i, k in enumerate(keys) if k == key]
         group = rewards[members]
         spread = group.std() if len(members) > 1 else torch.tensor(1.0)
         advantages[members] = (group - group.mean()) / (spread + 1e-6)
-    tokens = sum(sum(o.response_mask) for o in rows)
-    policy.train()
-    optimizer.zero_grad(set_to_none=True)
-    for row, o in enumerate(rows):
+    order = list(dict.fromkeys(keys))
+    size = config.ppo_mini_batch_size or len(order)
+    batches = [[i for i, k in enumerate(keys) if k in order[start: start + size]] for start in range(0, len(order), size)]
+
+    def logprobs(model, o):
         ids = torch.tensor([list(o.prompt_ids) + list(o.response_ids)])
-        response = ids[0, len(o.prompt_ids):]
-        trained = torch.tensor(o.response_mask, dtype=torch.float32)
         keep = len(o.response_ids) + 1  # the positions that predict a response token, and the last
-        with torch.no_grad():
-            ref = reference(input_ids=ids, logits_to_keep=keep).logits[0, :-1].log_softmax(-1)
-        new = policy(input_ids=ids, logits_to_keep=keep).logits[0, :-1].log_softmax(-1)
-        ref = ref.gather(-1, response[:, None]).squeeze(-1)
-        new = new.gather(-1, response[:, None]).squeeze(-1)
-        ratio = torch.exp(new - new.detach())
-        advantage = advantages[row]
-        pg = torch.maximum(-advantage * ratio,
-                           -advantage * ratio.clamp(1 - config.clip_ratio, 1 + config.clip_ratio))
-        log_ratio = (ref - new).clamp(-20, 20)
-        kl = (torch.exp(log_ratio) - log_ratio - 1).clamp(-10, 10)
-        (((pg + config.kl_coef * kl) * trained).sum() / tokens).backward()
-    torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
-    optimizer.step()
-    return float(tokens)
+        logits = model(input_ids=ids, logits_to_keep=keep).logits[0, :-1].log_softmax(-1)
+        return logits.gather(-1, ids[0, len(o.prompt_ids):, None]).squeeze(-1)
+
+    policy.train()
+    with torch.no_grad():
+        ref = [logprobs(reference, o) for o in rows]
+        old = {i: logprobs(policy, rows[i]) for batch in batches[1:] for i in batch}
+    for _ in range(config.ppo_epochs):
+        for batch in batches:
+            tokens = sum(sum(rows[i].response_mask) for i in batch)
+            optimizer.zero_grad(set_to_none=True)
+            for i in batch:
+                new = logprobs(policy, rows[i])
+                old.setdefault(i, new.detach())
+                ratio = torch.exp(new - old[i])
+                pg = torch.maximum(-advantages[i] * ratio,
+                                   -advantages[i] * ratio.clamp(1 - config.clip_ratio, 1 + config.clip_ratio))
+                log_ratio = (ref[i] - new).clamp(-20, 20)
+                kl = (torch.exp(log_ratio) - log_ratio - 1).clamp(-10, 10)
+                trained = torch.tensor(rows[i].response_mask, dtype=torch.float32)
+                (((pg + config.kl_coef * kl) * trained).sum() / tokens).backward()
+            torch.nn.utils.clip_grad_norm_(policy.parameters(), config.max_grad_norm)
+            optimizer.step()
+    return float(sum(sum(o.response_mask) for o in rows))
 
 
 # --- measurement ----------------------------------------------------------------------------------------------
@@ -182,8 +194,7 @@ def run_bench(steps: int, repeats: int, warmup: int, tmp: Path) -> dict:
            "hand_policy": copy.deepcopy(policy), "client": client, "recorder": recorder,
            "curriculum": Curriculum(level=settings.level_initial, epsilon=settings.epsilon),
            "rng": random.Random(settings.seed), "params": {"temperature": settings.temperature, "top_p": settings.top_p},
-           "grpo": GrpoConfig(clip_ratio=settings.clip_ratio, kl_coef=settings.kl_coef, kl_type=settings.kl_type,
-                              loss_agg_mode=settings.loss_agg_mode),
+           "grpo": GrpoConfig.of(settings),
            "pad_id": tokenizer.pad_token_id, "update_threads": update_threads}
     ctx["hand_optimizer"] = torch.optim.AdamW(ctx["hand_policy"].parameters(), lr=settings.lr, weight_decay=0.0)
     runs = []

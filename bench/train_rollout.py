@@ -61,8 +61,8 @@ def one_run(runner: EpisodeRunner, *, step: int, episodes: int, in_flight: int) 
     started = time.perf_counter()
     outputs = runner.run_step(specs, progress=True, episodes_in_flight=in_flight)
     elapsed = time.perf_counter() - started
-    failed = [o.extra_fields["episode"]["abort_cause"] for o in outputs
-              if o.extra_fields["episode"]["outcome"] != "ok"]
+    failed = [o.extra_fields["episode"].abort_cause for o in outputs
+              if o.extra_fields["episode"].outcome != "ok"]
     if failed:
         raise SystemExit(f"bench: {len(failed)} of {len(outputs)} episodes failed ({sorted(set(failed))}); the "
                          "measure would be of aborts, not of rollouts")

@@ -1,20 +1,25 @@
-"""The one way every service reads its settings: a pydantic-settings class per service.
+"""The one way every service reads its settings and builds its command line: a pydantic model per service.
 
 Each field is declared once, with a default and a description. From that declaration come
-- its environment variable: the class's prefix + the field name in capitals (`TOOLCANARY_SIMULATOR_` + `seed` ->
-  `TOOLCANARY_SIMULATOR_SEED`), or the names given by `env(...)` for the stack's shared variables
-  (`TOOLCANARY_RUNS_DIR`, `TOOLCANARY_RESULTS_DIR`, `TOOLCANARY_CHECKPOINTS_DIR`, `TOOLCANARY_RUN`, `TRUSTEE_DIR`);
-- its CLI flag: `--field-name`, added by `add_flags` with the description as help and the default shown.
+- its environment variable (settings classes, `ServiceSettings`): the class's prefix + the field name in capitals
+  (`TOOLCANARY_SIMULATOR_` + `seed` -> `TOOLCANARY_SIMULATOR_SEED`), or the names given by `env(...)` for the
+  stack's shared variables (`TOOLCANARY_RUNS_DIR`, `TOOLCANARY_RESULTS_DIR`, `TOOLCANARY_CHECKPOINTS_DIR`,
+  `TOOLCANARY_RUN`, `TRUSTEE_DIR`);
+- its CLI flag: `--field-name`, added by `add_flags` with the description as help and the default a run really
+  uses shown (`Cli(...)` in the field's annotation when the flag needs another name, several values, a place
+  after `--`). A command's own options (a step, an output folder) are fields of a plain pydantic model
+  (`Options`) and get their flags from the same `add_flags`.
 
-Precedence: CLI flag > environment variable > a service's preset or mode default > the declared default.
-An empty variable counts as unset (Compose and .env write `NAME=` for "no value"). A value that does not fit
-its field raises `ContractError` naming the flag and the variable, what was expected, what came and what to do.
+Precedence: CLI flag > environment variable > a preset (the defaults a policy or a mode picks, `Presets`) > the
+declared default. An empty variable counts as unset (Compose and .env write `NAME=` for "no value"). A value that
+does not fit its field raises `ContractError` naming the flag and the variable, what was expected, what came and
+what to do.
 
     class MySettings(ServiceSettings, env_prefix="TOOLCANARY_MINE_"):
         run: RunId = Field("default", description="run id")
 
     settings = MySettings.from_env(run="demo")        # os.environ, then the given overrides
-    add_flags(parser, MySettings)                      # --run, with help "run id (default: default)"
+    add_flags(parser, MySettings, defaults=settings)   # --run, with help "run id (default: demo)"
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ from __future__ import annotations
 import argparse
 import contextvars
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, get_args, get_origin
 
-from pydantic import AliasChoices, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, TypeAdapter, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -57,6 +63,49 @@ def env(*names: str) -> AliasChoices:
     return AliasChoices(*names)
 
 
+@dataclass(frozen=True)
+class Presets:
+    """Defaults that depend on the values of other fields (a policy, a mode): below the environment and the flags,
+    above the declared defaults.
+
+    `by` names the fields that choose; `table` maps their values, in that order, to the fields they set.
+
+        Presets(("mode",), {("trustee",): {"retries": 2}, ("toolcanary",): {"retries": 3}})
+    """
+
+    by: tuple[str, ...]
+    table: Mapping[tuple[Any, ...], Mapping[str, Any]]
+
+    def pick(self, model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, Any]:
+        """The preset for `values` (a chooser not given takes its declared default); none for an unknown choice."""
+        key = []
+        for name in self.by:
+            info = model.model_fields[name]
+            value = values.get(name, _default(info))
+            try:
+                value = TypeAdapter(info.annotation).validate_python(value)
+            except ValidationError:
+                return {}  # the field's own validation names the bad value
+            key.append(value)
+        return dict(self.table.get(tuple(key), {}))
+
+    def fields(self) -> set[str]:
+        return {name for values in self.table.values() for name in values}
+
+    def listing(self, model: type[BaseModel], field: str) -> str:
+        """`field`'s default per choice, for its help: "by policy/quick: smollm2/no-quick 2, ..., else 12"."""
+        def label(name: str, value: Any) -> str:
+            if isinstance(value, bool):
+                return name if value else f"no-{name}"
+            return str(value)
+
+        shown = [f"{'/'.join(label(n, v) for n, v in zip(self.by, key, strict=True))} {_show(values[field])}"
+                 for key, values in self.table.items() if field in values]
+        if len(shown) < len(self.table):
+            shown.append(f"else {_show(_default(model.model_fields[field]))}")
+        return f"by {'/'.join(self.by)}: {', '.join(shown)}"
+
+
 class _Environment(EnvSettingsSource):
     """The environment `from_env` was given (os.environ by default); nothing for a plain constructor call."""
 
@@ -74,6 +123,8 @@ class ServiceSettings(BaseSettings):
                                       case_sensitive=False)
     # The field named by an error of the whole model (a check across fields), e.g. the simulator's "mode".
     whole_model_field: ClassVar[str | None] = None
+    # Defaults a policy or a mode picks; applied to a plain constructor call and to `from_env` alike.
+    presets: ClassVar[Presets | None] = None
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
@@ -94,24 +145,23 @@ class ServiceSettings(BaseSettings):
 
     @classmethod
     def flag(cls, field: str) -> str:
-        return "--" + field.replace("_", "-")
-
-    @classmethod
-    def environment_values(cls, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-        """field -> raw value of each field set in `environ` (default os.environ); empty values are unset."""
-        environ = os.environ if environ is None else environ
-        values = {}
-        for name in cls.model_fields:
-            for variable in cls.env_names(name):
-                if environ.get(variable, "") != "":
-                    values[name] = environ[variable]
-                    break
-        return values
+        return flag_names(cls, field)[0]
 
     @classmethod
     def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        """Values that replace the declared defaults, given what the environment and overrides set."""
-        return {}
+        """Values that replace the declared defaults, given what the environment and the arguments set."""
+        return cls.presets.pick(cls, values) if cls.presets is not None else {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _apply_preset(cls, data: Any) -> Any:
+        # `data` holds what the arguments and the environment set, so the preset fills only the rest.
+        if not isinstance(data, dict):
+            return data
+        given = {key.lower() for key in data}
+        preset = {name: value for name, value in cls.preset(data).items()
+                  if name not in given and not any(variable.lower() in given for variable in cls.env_names(name))}
+        return {**preset, **data}
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Self:
@@ -125,11 +175,9 @@ class ServiceSettings(BaseSettings):
         unknown = sorted(set(given) - set(cls.model_fields))
         if unknown:
             raise TypeError(f"{cls.__name__} has no field(s) {unknown}")
-        preset = {k: v for k, v in cls.preset({**cls.environment_values(environ), **given}).items()
-                  if k not in given and not any(environ.get(n, "") != "" for n in cls.env_names(k))}
         token = _ENVIRON.set(environ)
         try:
-            return cls(**preset, **given)
+            return cls(**given)
         except ValidationError as err:
             raise cls.contract_error(err) from err
         finally:
@@ -143,10 +191,12 @@ class ServiceSettings(BaseSettings):
         field = next((name for name in cls.model_fields
                       if where == name or where.upper() in cls.env_names(name)), cls.whole_model_field)
         if field is None:
-            return ContractError("settings", first["msg"].removeprefix("Value error, "),
+            return ContractError("settings", _expected(first["msg"]),
                                  repr(first.get("input"))[:200], "Fix the flags or the environment variables.")
-        expected = first["msg"].removeprefix("Value error, ")
-        if first["type"].endswith(("_parsing", "_type")):
+        expected = _expected(first["msg"])
+        if first["type"] == "missing":
+            expected, first = "a value", {**first, "input": None}
+        elif first["type"].endswith(("_parsing", "_type")):
             expected = f"a value of type {getattr(_kind(cls.model_fields[field].annotation)[0], '__name__', 'str')}"
         elif first["type"] == "string_pattern_mismatch" and first.get("ctx", {}).get("pattern") == RUN_ID_PATTERN:
             expected = RUN_ID_RULE
@@ -160,6 +210,63 @@ class ServiceSettings(BaseSettings):
         )
 
 
+class Options(BaseModel):
+    """Base of a command's own options (a step, an output folder): flags only, no environment variable."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Self:
+        """The options a parsed command line gave, the declared defaults for the rest.
+
+        Raises:
+            ContractError: a value does not fit its field, naming the flag.
+        """
+        try:
+            return cls(**given(args, cls))
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = str(first["loc"][0]) if first["loc"] else ""
+            where = f"flag {flag_names(cls, field)[0]}" if field in cls.model_fields else "the flags"
+            raise ContractError(where, _expected(first["msg"]), repr(first.get("input"))[:200],
+                                "Fix the flag.") from err
+
+
+@dataclass(frozen=True)
+class Cli:
+    """How a field shows on the command line where `--field-name` taking one value of the field's type does not
+    fit; put it in the annotation: `pass_index: Annotated[int, Cli(flags=("--pass",))]`."""
+
+    flags: tuple[str, ...] = ()  # the flag's names instead of --field-name
+    off: str | None = None  # a bool's flag that sets it false (default --no-<name>); "" for none
+    nargs: int | str | None = None  # values after the flag (default: one, a list "*"); argparse.REMAINDER
+    positional: bool = False  # an argument without a flag (the extra arguments after --)
+    repeat: bool = False  # the flag may be given again, each time adding its values
+    metavar: str | tuple[str, ...] | None = None
+    show_default: bool = True  # False: the description says what the default is (a fresh run id)
+    env_only: bool = False  # no flag at all: a secret shows in the process list
+    kind: Any = None  # the type argparse reads instead of the field's (str for a number that also takes "none")
+
+
+def cli_of(info: FieldInfo) -> Cli:
+    return next((m for m in info.metadata if isinstance(m, Cli)), Cli())
+
+
+def flag_names(model: type[BaseModel], field: str) -> tuple[str, ...]:
+    """The flags of `field`: those its `Cli` names, else `--field-name`."""
+    return cli_of(model.model_fields[field]).flags or ("--" + field.replace("_", "-"),)
+
+
+def _expected(message: str) -> str:
+    """What a pydantic error says was expected, as the object of "expected": "Input should be greater than or
+    equal to 0" -> "a value greater than or equal to 0"."""
+    message = message.removeprefix("Value error, ")
+    if message.startswith("Input should be "):
+        rest = message.removeprefix("Input should be ")
+        return rest if rest.startswith(("a ", "an ", "'")) else f"a value {rest}"
+    return message
+
+
 def _kind(annotation: Any) -> tuple[Any, tuple | None, bool]:
     """(argparse type, choices, is a list) of a field's annotation; None and Optional are looked through."""
     origin = get_origin(annotation)
@@ -167,11 +274,15 @@ def _kind(annotation: Any) -> tuple[Any, tuple | None, bool]:
         return str, tuple(str(a) for a in get_args(annotation)), False
     if origin in (list, tuple):
         inner = [a for a in get_args(annotation) if a is not Ellipsis]
-        return (_kind(inner[0])[0] if inner else str), None, True
+        kind, choices, _ = _kind(inner[0]) if inner else (str, None, False)
+        return kind, choices, True
     args = [a for a in get_args(annotation) if a is not type(None)]
     if args and origin is not None:
         if len(args) == 1:
             return _kind(args[0])
+        literal = [a for a in args if get_origin(a) is Literal and get_args(a) != ("",)]
+        if len(literal) == len(args):
+            return str, tuple(str(v) for a in literal for v in get_args(a)), False
         return str, None, False
     if hasattr(annotation, "__metadata__"):
         return _kind(annotation.__origin__)
@@ -180,34 +291,60 @@ def _kind(annotation: Any) -> tuple[Any, tuple | None, bool]:
     return str, None, False
 
 
-def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: type[ServiceSettings], *,
-              skip: Iterable[str] = (), kinds: Mapping[str, Any] | None = None,
-              defaults: ServiceSettings | None = None) -> list[str]:
-    """Add `--field-name` for each field of `settings` (but `skip`), help = description + default; None default.
+def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: type[BaseModel], *,
+              skip: Iterable[str] = (), only: Iterable[str] | None = None, defaults: BaseModel | None = None,
+              title: str | None = None) -> list[str]:
+    """Add the flags of `model`'s fields (all but `skip`, or `only` those) to `parser`, under `title` if given.
 
-    A bool field gets `--name/--no-name`; a list field takes several values after one flag. `kinds` overrides
-    the argparse type of a field (e.g. str for a float that also takes "none"). Returns the fields added.
+    The help is the field's description and the default a run resolves: the value in `defaults` (the settings
+    resolved from the environment and the flags that choose a preset, `resolve_defaults`), else the declared
+    default, and for a field a preset sets, the value per choice. A bool field gets `--name/--no-name`; a list
+    field takes several values after one flag. Flags the command line does not give stay None, so the
+    environment and the declared defaults still apply (`given`). Returns the fields added.
     """
-    kinds = dict(kinds or {})
+    target = parser.add_argument_group(title) if title else parser
+    only = None if only is None else set(only)
     added = []
-    for name, info in settings.model_fields.items():
-        if name in skip:
+    for name, info in model.model_fields.items():
+        cli = cli_of(info)
+        if name in skip or (only is not None and name not in only) or cli.env_only:
             continue
         added.append(name)
         kind, choices, many = _kind(info.annotation)
-        kind = kinds.get(name, kind)
-        default = getattr(defaults, name) if defaults is not None else _default(info)
-        shown = "" if default is None or default == [] or default == () else f" (default: {_show(default)})"
-        help_text = f"{info.description or name.replace('_', ' ')}{shown}".replace("%", "%%")
-        if kind is bool:
-            parser.add_argument(settings.flag(name), dest=name, action=argparse.BooleanOptionalAction, default=None,
-                                help=help_text)
-        elif many:
-            parser.add_argument(settings.flag(name), dest=name, type=kind, nargs="*", default=None, help=help_text)
+        kind = cli.kind or kind
+        help_text = _help(model, name, info, defaults).replace("%", "%%")
+        names = flag_names(model, name)
+        if cli.positional:
+            target.add_argument(name, nargs=cli.nargs or "*", help=help_text, metavar=cli.metavar)
+        elif kind is bool:
+            if cli.off is None and not cli.flags:
+                target.add_argument(*names, dest=name, action=argparse.BooleanOptionalAction, default=None,
+                                    help=help_text)
+            else:
+                both = target.add_mutually_exclusive_group() if cli.off else target
+                both.add_argument(*names, dest=name, action="store_const", const=True, default=None, help=help_text)
+                if cli.off:
+                    both.add_argument(cli.off, dest=name, action="store_const", const=False, default=None,
+                                      help=f"the opposite of {names[-1]}")
         else:
-            parser.add_argument(settings.flag(name), dest=name, type=kind, default=None, choices=choices,
-                                help=help_text)
+            # A repeated flag of one value each (--fig f1 --fig f2) appends; one of several values extends.
+            nargs = cli.nargs if cli.nargs is not None or cli.repeat else ("*" if many else None)
+            action = ("extend" if nargs is not None else "append") if cli.repeat else "store"
+            target.add_argument(*names, dest=name, type=kind, nargs=nargs, action=action, default=None,
+                                choices=choices, metavar=cli.metavar, required=info.is_required(), help=help_text)
     return added
+
+
+def _help(model: type[BaseModel], name: str, info: FieldInfo, defaults: BaseModel | None) -> str:
+    text = info.description or name.replace("_", " ")
+    if info.is_required() or not cli_of(info).show_default:
+        return text
+    value = getattr(defaults, name) if defaults is not None else _default(info)
+    shown = [] if value is None or value in ("", [], ()) else [f"default: {_show(value)}"]
+    presets = getattr(model, "presets", None)
+    if presets is not None and name in presets.fields():
+        shown.append(presets.listing(model, name))
+    return f"{text} ({'; '.join(shown)})" if shown else text
 
 
 def _default(info: FieldInfo) -> Any:
@@ -215,36 +352,73 @@ def _default(info: FieldInfo) -> Any:
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "none"
     if isinstance(value, list | tuple):
-        return ",".join(str(v) for v in value)
+        return " ".join(str(v) for v in value)
     return str(value)
 
 
-def given(args: argparse.Namespace, settings: type[ServiceSettings]) -> dict[str, Any]:
-    """The values of `settings`' fields that the command line gave (argparse leaves the others None)."""
-    return {name: getattr(args, name) for name in settings.model_fields if getattr(args, name, None) is not None}
+def given(args: argparse.Namespace, model: type[BaseModel]) -> dict[str, Any]:
+    """The values of `model`'s fields that the command line gave (argparse leaves the others None)."""
+    return {name: getattr(args, name) for name in model.model_fields if getattr(args, name, None) is not None}
 
 
-def flag_problems(parser: argparse.ArgumentParser, settings: type[ServiceSettings], *, env_only: Iterable[str] = (),
-                  renamed: Mapping[str, str] | None = None, own_help: Iterable[str] = ()) -> list[str]:
-    """What is wrong with `parser` as the command line of `settings` (empty: nothing); for the tests.
+def chosen(argv: Sequence[str] | None, model: type[BaseModel]) -> dict[str, Any]:
+    """The flags of `argv` that choose `model`'s preset (a policy, a mode), read before the whole command line,
+    so that the help of `--policy tiny --help` shows the tiny policy's defaults."""
+    presets = getattr(model, "presets", None)
+    by = presets.by if presets is not None else ()
+    if not by:
+        return {}
+    early = _EarlyParser(add_help=False)
+    add_flags(early, model, only=by)
+    try:
+        known, _ = early.parse_known_args(list(argv) if argv is not None else None)
+    except ValueError:
+        return {}  # the whole command line's parser reports the bad value
+    return given(known, model)
 
-    Every field but `env_only` needs its flag (`renamed` maps a field to a flag of another name) writing to the
-    field, and, but for the flags in `own_help`, help that starts with the field's description.
+
+class _EarlyParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def resolve_defaults(settings: type[ServiceSettings], argv: Sequence[str] | None = None,
+                     environ: Mapping[str, str] | None = None) -> ServiceSettings:
+    """The settings a run of `argv` starts from before its other flags: the environment and the preset the
+    command line chooses. When those do not hold
+    together (a mode that needs a flag not yet read), the declared defaults with the preset, unchecked, so that
+    `--help` still shows."""
+    values = chosen(argv, settings)
+    try:
+        return settings.from_env(environ, **values)
+    except (ContractError, TypeError):
+        return settings.model_construct(**{**settings.preset(values), **values})
+
+
+def flag_problems(parser: argparse.ArgumentParser, model: type[BaseModel], *, env_only: Iterable[str] = ()
+                  ) -> list[str]:
+    """What is wrong with `parser` as the command line of `model` (empty: nothing); for the tests.
+
+    Every field but those read from the environment only needs its flag(s) writing to the field, and help that
+    starts with the field's description.
     """
-    renamed, env_only, own_help = dict(renamed or {}), set(env_only), set(own_help)
+    env_only = set(env_only) | {n for n, info in model.model_fields.items() if cli_of(info).env_only}
     flags = {option: action for action in parser._actions for option in action.option_strings}
+    positional = {action.dest: action for action in parser._actions if not action.option_strings}
     problems = []
-    for field, info in settings.model_fields.items():
-        flag = renamed.get(field, settings.flag(field))
+    for field, info in model.model_fields.items():
+        names = flag_names(model, field)
         if field in env_only:
-            if flag in flags:
-                problems.append(f"{flag}: {field} is read from the environment only")
-        elif flag not in flags:
-            problems.append(f"{settings.__name__}.{field} has no flag {flag} in {parser.prog}")
-        elif flags[flag].dest != field:
-            problems.append(f"{flag} writes {flags[flag].dest}, not {field}")
-        elif field not in own_help and field not in renamed and info.description and not (
-                (flags[flag].help or "").replace("%%", "%").startswith(info.description)):
-            problems.append(f"{flag}: help {flags[flag].help!r} is not the description {info.description!r}")
+            problems += [f"{name}: {field} is read from the environment only" for name in names if name in flags]
+            continue
+        action = positional.get(field) if cli_of(info).positional else flags.get(names[0])
+        if action is None:
+            problems.append(f"{model.__name__}.{field} has no flag {names[0]} in {parser.prog}")
+        elif action.dest != field:
+            problems.append(f"{names[0]} writes {action.dest}, not {field}")
+        elif info.description and not (action.help or "").replace("%%", "%").startswith(info.description):
+            problems.append(f"{names[0]}: help {action.help!r} is not the description {info.description!r}")
     return problems

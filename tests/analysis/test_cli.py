@@ -87,10 +87,11 @@ def test_table_and_findings_are_also_written_to_the_run_folder(golden, capsys):
 
 def test_each_analysis_setting_has_a_flag_and_its_own_variable(golden, tmp_path):
     from toolcanary.analysis.__main__ import build_parser
-    from toolcanary.analysis.settings import AnalysisSettings
+    from toolcanary.analysis.settings import AnalysisOptions, AnalysisSettings
     from toolcanary.settings import flag_problems
 
-    assert flag_problems(build_parser(AnalysisSettings()), AnalysisSettings, own_help={"run", "hac_maxlags"}) == []
+    assert flag_problems(build_parser(AnalysisSettings()), AnalysisSettings) == []
+    assert flag_problems(build_parser(AnalysisSettings()), AnalysisOptions) == []
     settings = AnalysisSettings.from_env({"TOOLCANARY_ANALYSIS_DPI": "90", "TOOLCANARY_RESULTS_DIR": str(tmp_path)})
     assert (settings.dpi, settings.results_dir) == (90, tmp_path)
     assert AnalysisSettings.from_env({"TOOLCANARY_ANALYSIS_RESULTS_DIR": "/a", "TOOLCANARY_RESULTS_DIR": "/b"}

@@ -1,5 +1,9 @@
 """The services' imports point one way: no import circle, and no service reaching into another's internals.
 
+The rule (docs/architecture.md, "Layers"): a service imports the shared layers (`toolcanary.contract`,
+`toolcanary.settings`, `toolcanary.common`) and its own modules; it imports another service only where
+`CROSS_SERVICE_IMPORTS` lists the pair, with the reason, and the list holds no pair the code does not use.
+
 Read from the source (every `import`, at module level or inside a function), so it needs none of the
 services' dependencies.
 Run: .venvs/dev/bin/python -m pytest tests/contract/test_layering.py -q
@@ -8,6 +12,7 @@ Run: .venvs/dev/bin/python -m pytest tests/contract/test_layering.py -q
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SERVICES = Path(__file__).resolve().parents[2] / "services"
@@ -16,6 +21,20 @@ SERVICES = Path(__file__).resolve().parents[2] / "services"
 # (toolcanary.contract.simulator_api); the embedded simulator for CPU runs is started as a child process
 # (`python -m toolcanary.simulator`), and the tiny tokenizer reads the packaged default library as a data file.
 TRAIN_MAY_IMPORT_FROM_SIMULATOR: dict[str, set[str]] = {}
+
+SHARED_LAYERS = ("contract", "settings", "common")
+# (importer, imported): why. The table in docs/architecture.md lists the same pairs.
+CROSS_SERVICE_IMPORTS = {
+    ("toolcanary.audit.bfcl_items", "toolcanary.evaluate.bfcl_data"):
+        "the audit compares with the BFCL items the evaluation scores, read from the same installed bfcl-eval "
+        "(both run in the eval image)",
+    ("toolcanary.demo.pipeline", "toolcanary.train.settings"):
+        "the demo starts the trainer as a process and names its settings through the trainer's declaration",
+    ("toolcanary.evaluate.__main__", "toolcanary.serve.command"):
+        "the eval client serves a checkpoint with the serve image's one vLLM command line (stdlib only)",
+    ("toolcanary.evaluate.schedule", "toolcanary.serve.command"): "as above",
+    ("toolcanary.evaluate.settings", "toolcanary.serve.command"): "the served-model name, as serve names it",
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -127,6 +146,42 @@ def test_neither_simulator_backend_imports_the_other():
 
 def test_the_trainer_imports_nothing_of_the_simulator():
     assert _offenders("toolcanary.train", "toolcanary.simulator", TRAIN_MAY_IMPORT_FROM_SIMULATOR) == {}
+
+
+def _service(module: str) -> str | None:
+    """`train` for toolcanary.train.grpo; None for the shared layers and the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] not in SHARED_LAYERS else None
+
+
+def _cross_service_imports() -> set[tuple[str, str]]:
+    return {(module, imported) for module, imports in GRAPH.items() for imported in imports
+            if _service(module) and _service(imported) and _service(module) != _service(imported)}
+
+
+def test_a_service_imports_another_only_where_the_rule_lists_it():
+    found = _cross_service_imports()
+    assert sorted(found - set(CROSS_SERVICE_IMPORTS)) == [], "add the pair, with its reason, or import a shared layer"
+    assert sorted(set(CROSS_SERVICE_IMPORTS) - found) == [], "a listed pair the code no longer uses"
+
+
+def test_the_architecture_page_lists_the_same_pairs():
+    page = (SERVICES.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = {(a, b) for a, b in re.findall(r"^\| `(toolcanary\.[\w.]+)` \| `(toolcanary\.[\w.]+)` \|", page, re.M)}
+    assert listed == set(CROSS_SERVICE_IMPORTS)
+
+
+def test_a_new_cross_service_import_is_caught():
+    GRAPH["toolcanary.analysis.table"].add("toolcanary.train.settings")
+    try:
+        assert ("toolcanary.analysis.table", "toolcanary.train.settings") in _cross_service_imports()
+    finally:
+        GRAPH["toolcanary.analysis.table"].discard("toolcanary.train.settings")
+
+
+def test_the_shared_layers_import_no_service():
+    assert {m: sorted(i for i in GRAPH[m] if _service(i)) for m in MODULES
+            if not _service(m) and any(_service(i) for i in GRAPH[m])} == {}
 
 
 def test_the_contract_imports_no_service():

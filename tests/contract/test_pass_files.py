@@ -85,8 +85,8 @@ def test_the_publication_ledger_round_trips_and_refuses_an_incomplete_line(tmp_p
 
 
 def test_counts_and_failure_round_trip_and_a_damaged_counts_file_is_refused(tmp_path):
+    from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows, read_bfcl_by_category
     from toolcanary.contract.pass_files import (
-        CountRow,
         FailedItem,
         PassFailure,
         read_counts,
@@ -95,14 +95,24 @@ def test_counts_and_failure_round_trip_and_a_damaged_counts_file_is_refused(tmp_
         write_failure,
     )
 
-    rows = [CountRow(step=0, pass_index=1, category="irrelevance", correct=3, total=4)]
+    rows = [BfclRow(step=0, pass_index=1, category="irrelevance", correct=3, total=4),
+            BfclRow(0, 1, "simple_python", 5, 9, 2)]
     write_counts(tmp_path / "counts.json", rows)
-    assert json.loads((tmp_path / "counts.json").read_text())[0]["correct"] == 3
-    assert read_counts(tmp_path / "counts.json") == rows
+    assert json.loads((tmp_path / "counts.json").read_text()) == [
+        {"category": "irrelevance", "correct": 3, "correct_unparsed": None, "pass_index": 1, "step": 0, "total": 4},
+        {"category": "simple_python", "correct": 5, "correct_unparsed": 2, "pass_index": 1, "step": 0, "total": 9}]
+    # The rows a pass counted are the rows it appends, and read back from the CSV as the same values.
+    counted = read_counts(tmp_path / "counts.json")
+    append_bfcl_rows(tmp_path / "bfcl_by_category.csv", counted)
+    assert counted == rows == read_bfcl_by_category(tmp_path / "bfcl_by_category.csv", complete=False)
     failure = PassFailure(reason="failed requests", at="2026-12-01T00:00:00Z", counts={"timeout": 1},
                           items=[FailedItem(category="irrelevance", id="irrelevance_0", error="timeout")])
     write_failure(tmp_path / "failure.json", failure)
     assert read_failure(tmp_path / "failure.json") == failure
     (tmp_path / "counts.json").write_text('[{"step": 0, "pass_index": 1, "category": "irrelevance", "correct": -1}]')
+    with pytest.raises(ContractError, match="score the pass again"):
+        read_counts(tmp_path / "counts.json")
+    (tmp_path / "counts.json").write_text('[{"step": 0, "pass_index": 1, "category": "irrelevance", "correct": 1, '
+                                          '"total": 2, "extra": 0}]')
     with pytest.raises(ContractError, match="score the pass again"):
         read_counts(tmp_path / "counts.json")

@@ -8,7 +8,6 @@ starts vLLM on CPU is exercised end to end. The compose one checks the commands 
 
 from __future__ import annotations
 
-import argparse
 import json
 import socket
 import sys
@@ -217,7 +216,7 @@ def test_eval_all_over_compose_refuses_a_gpu_the_running_trainer_holds_before_an
     settings = EvalSettings(serving="compose", compose_command=str(stub), checkpoints_dir=tmp_path / "checkpoints",
                             results_dir=tmp_path / "results")
     with pytest.raises(ContractError) as refused:
-        eval_all(settings, "g", argparse.Namespace())
+        eval_all(settings, "g")
     assert "GPU 1 (trainer)" in str(refused.value) and "serve on a free one" not in str(refused.value)
     assert not [line for line in (tmp_path / "calls").read_text().splitlines() if line.startswith("up")]
 

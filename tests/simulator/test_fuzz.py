@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from toolcanary.contract import DifficultySettings, SimulatedTask  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
-from toolcanary.simulator.guards import json_depth, nests_within  # noqa: E402
+from toolcanary.simulator.http_limits import json_depth, nests_within  # noqa: E402
 from toolcanary.simulator.library_index import load_index  # noqa: E402
 from toolcanary.simulator.scripted import make_task  # noqa: E402
 from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402

@@ -4,7 +4,7 @@ The simulator runs as `python -m toolcanary.simulator serve --backend llm` in a 
 stub upstreams on 127.0.0.1 that go down (stopped: connection refused), come back on the same port, hang, or
 are OpenAI-compatible servers without vLLM's /health. /health must answer 503 naming the upstream and the
 error while one is down, 200 again once it answers, within the probe's short timeout, and must not probe the
-upstreams more than once per cache period. The scripted backend's /health is covered by test_guards.py.
+upstreams more than once per cache period. The scripted backend's /health is covered by test_http_limits.py.
 
 Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_health_upstream.py -q
 """

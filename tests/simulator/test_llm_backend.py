@@ -7,7 +7,9 @@ Each case checks the HTTP status (never 5xx), the outcome and cause, the persist
 from __future__ import annotations
 
 import json
+import random
 import re
+import time
 
 import pytest
 
@@ -108,6 +110,21 @@ def test_a_failed_attempt_is_retried_and_the_retry_is_counted(llm, upstreams, tm
     text = client.get("/metrics").text
     assert 'toolcanary_simulator_upstream_requests_total{result="http_5xx",upstream="upstream 1"} 1' in text
     assert re.search(r'toolcanary_simulator_tokens_total\{kind="prompt",role="tool"\} [1-9]', text)
+
+
+@pytest.mark.parametrize(("backoff", "pauses_s"), [("exponential", 0.15 + 0.3), ("fixed", 0.1 + 0.1)],
+                         ids=["exponential", "fixed"])
+def test_attempts_pause_a_fixed_time_or_doubling_with_up_to_half_more(llm, upstreams, tmp_path, monkeypatch,
+                                                                     backoff, pauses_s):
+    monkeypatch.setattr(random, "random", lambda: 1.0)  # the most jitter the doubling pause adds: 50 %
+    client = llm(retries=2, backoff=backoff, backoff_s=0.1)
+    upstreams[0].push("not JSON", "still not JSON", "never JSON")
+    started = time.monotonic()
+    answer = post_tool(client)
+    elapsed = time.monotonic() - started
+    assert (answer["outcome"], answer["abort_cause"]) == ("aborted", "parse")
+    assert len(upstreams[0].requests) == 3 and records(tmp_path, "tool")[-1].retries == 2
+    assert pauses_s <= elapsed < pauses_s + 0.3, elapsed
 
 
 def test_requests_are_spread_over_the_upstreams(llm, upstreams):

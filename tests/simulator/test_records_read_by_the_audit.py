@@ -1,17 +1,21 @@
 """The simulator's task records are read alike by the simulator (reloading its tasks) and by the audit.
 
 Task text with U+2028, U+2029 or U+0085 (which `str.splitlines` would split on) is written by the simulator's
-own writer; both readers find the same tasks. A broken middle line no writer fenced off stops both.
+own writer; both readers find the same tasks. A torn last line and a torn line a writer fenced off are skipped by
+both with a warning; a broken middle line no writer fenced off stops both, naming its line.
 
 Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_records_read_by_the_audit.py -q
 """
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from toolcanary.audit.training_inputs import read_tasks
 from toolcanary.contract import ContractError
+from toolcanary.contract.append_only import fence_path
 from toolcanary.contract.simulator_api import RoleRecord
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.simulator.records import RecordStore
@@ -58,3 +62,30 @@ def test_a_broken_middle_line_stops_the_simulator_and_the_audit_alike(tmp_path):
     with pytest.raises(ContractError, match="line 2") as audit:
         read_tasks(tmp_path / "seps")
     assert simulator.value.got == audit.value.got
+
+
+def test_a_torn_last_line_and_a_fenced_torn_line_are_skipped_by_the_simulator_and_the_audit_alike(tmp_path, caplog):
+    caplog.set_level(logging.WARNING)
+    folder = tmp_path / "torn" / "simulator"
+    folder.mkdir(parents=True)
+    path = folder / "step_0001.jsonl"
+    path.write_text(_record("first", "a").model_dump_json() + "\n" + _record("killed", "b").model_dump_json()[:90])
+    store = RecordStore(folder)
+    store.append(_record("after", "c"))  # a restarted simulator fences the torn line off and writes on
+    store.close()
+    assert fence_path(path).exists()
+    path.write_bytes(path.read_bytes() + _record("killed-again", "d").model_dump_json().encode()[:70])
+
+    caplog.clear()
+    restarted = RecordStore(folder)
+    simulator = [task.task_id for _, task in restarted.iter_tasks()]
+    simulator_warnings = [r.getMessage() for r in caplog.records if "is torn" in r.getMessage()]
+    caplog.clear()
+    audit = read_tasks(tmp_path / "torn")
+    audit_warnings = [r.getMessage() for r in caplog.records if "is torn" in r.getMessage()]
+    assert simulator == ["first", "after"] == [task.task_id for task in audit.tasks]
+    assert restarted.skipped_lines == 2 and not audit.skipped
+    for warnings in (simulator_warnings, audit_warnings):
+        assert len(warnings) == 2
+        assert "line 2" in warnings[0] and "fenced off by the writer" in warnings[0]
+        assert "line 4" in warnings[1] and "a writer is in the middle of it" in warnings[1]

@@ -143,8 +143,9 @@ def test_drill_soak_256_concurrent_episodes_no_5xx_and_flat_memory(soak_simulato
     at_end = samples[-1][1]
     growth = at_end / after_first_minute - 1
     metrics = httpx.get(f"{url}/metrics", timeout=10).text
-    known = next(line.split()[-1] for line in metrics.splitlines() if line.startswith("toolcanary_simulator_tasks_known "))
-    in_memory = next(line.split()[-1] for line in metrics.splitlines()
+    known = next(int(float(line.split()[-1])) for line in metrics.splitlines()
+                 if line.startswith("toolcanary_simulator_tasks_known "))
+    in_memory = next(int(float(line.split()[-1])) for line in metrics.splitlines()
                      if line.startswith("toolcanary_simulator_tasks_in_memory "))
     fives = sum(n for status, n in statuses.items() if status >= 500)
     mib = 1 << 20

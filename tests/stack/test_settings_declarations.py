@@ -24,6 +24,7 @@ from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.audit.settings import AuditSettings
 from toolcanary.demo.settings import DemoSettings
 from toolcanary.evaluate.settings import EvalSettings
+from toolcanary.serve.settings import ServeSettings
 from toolcanary.settings import ServiceSettings, flag_problems, project_root
 from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 from toolcanary.train.settings import TrainSettings
@@ -47,6 +48,12 @@ def _demo_parser() -> argparse.ArgumentParser:
     return build_parser()
 
 
+def _serve_parser() -> argparse.ArgumentParser:
+    from toolcanary.serve.__main__ import build_parser
+
+    return build_parser()
+
+
 def _subparser(parser: argparse.ArgumentParser, verb: str) -> argparse.ArgumentParser:
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[verb]
@@ -62,6 +69,7 @@ SERVICES = {
     "audit": (AuditSettings, "TOOLCANARY_AUDIT_", None, set()),
     "analysis": (AnalysisSettings, "TOOLCANARY_ANALYSIS_", None, set()),
     "demo": (DemoSettings, "TOOLCANARY_DEMO_", lambda: [_demo_parser()], set()),
+    "serve": (ServeSettings, "TOOLCANARY_SERVE_", lambda: [_serve_parser()], set()),
 }
 # The Compose services and the settings classes their processes read.
 CONTAINERS = {
@@ -69,7 +77,7 @@ CONTAINERS = {
     "trainer": [TrainSettings, SimulatorSettings],  # the trainer sends the simulator's token
     "eval": [EvalSettings, AuditSettings],
     "analysis": [AnalysisSettings],
-    "serve": [],
+    "serve": [ServeSettings],
 }
 # compose.yaml's x-run-env block, given to every container; each process reads the names it declares.
 RUN_ENV = {"TOOLCANARY_RUN", "TOOLCANARY_CHECKPOINTS_DIR", "TOOLCANARY_RUNS_DIR", "TOOLCANARY_RESULTS_DIR"}
@@ -119,7 +127,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("simulator", "token"): ("a-sample-token-of-32-characters", "a-sample-token-of-32-characters"),
            ("simulator", "trustee_commit"): ("1" * 40, "1" * 40), ("train", "trustee_commit"): ("1" * 40, "1" * 40),
            ("demo", "no_call_fraction"): ("0.5", 0.5), ("simulator", "replay_tasks_of"): ("r0", "r0"),
-           ("train", "replay_tasks_of"): ("r0", "r0")}
+           ("train", "replay_tasks_of"): ("r0", "r0"), ("serve", "max_model_len"): ("4096", 4096),
+           ("serve", "max_new_tokens"): ("64", 64), ("serve", "enable_thinking"): ("false", False)}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)
@@ -140,13 +149,7 @@ def test_each_field_reads_the_variable_its_declaration_names(service, field):
 def test_each_field_has_a_flag_whose_help_is_its_description(service):
     cls, _, parsers, env_only = SERVICES[service]
     for parser in parsers():
-        assert flag_problems(parser, cls, env_only=env_only, renamed=RENAMED.get(service),
-                             own_help=OWN_HELP.get(service, ())) == []
-
-
-# Flags named otherwise than their field, and flags a command line declares with its own words.
-RENAMED = {"simulator": {"upstreams": "--upstream"}}
-OWN_HELP = {"demo": {"run", "quick", "policy"}}
+        assert flag_problems(parser, cls, env_only=env_only) == []
 
 
 def test_a_bad_value_names_the_flag_and_the_variable_and_what_to_do():
@@ -166,7 +169,8 @@ def test_a_plain_constructor_reads_no_environment(monkeypatch):
 
 def test_every_data_root_defaults_under_the_project_root():
     assert (project_root() / "pyproject.toml").is_file() and project_root() == ROOT
-    for cls in (SimulatorSettings, TrainSettings, EvalSettings, AuditSettings, AnalysisSettings, DemoSettings):
+    for cls in (SimulatorSettings, TrainSettings, EvalSettings, AuditSettings, AnalysisSettings, DemoSettings,
+                ServeSettings):
         for field, value in cls().model_dump().items():
             if isinstance(value, Path) and field != "library":
                 assert value.parent == ROOT / "volumes", (cls.__name__, field, value)

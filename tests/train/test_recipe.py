@@ -217,7 +217,7 @@ def test_a_validation_row_plays_its_held_out_task_through_the_agent_loop(tmp_pat
     spec = specs[0]
     client = GoldClient(tokenizer, {spec.episode_id: gold_trajectory(fetch_task(scripted_url, spec))})
     episode = run_episodes(tokenizer, client, scripted_url, [spec])[0].extra_fields["episode"]
-    assert episode["outcome"] == "ok" and episode["split"] == "val" and episode["verifier_reward"] == 1
+    assert episode.outcome == "ok" and episode.split == "val" and episode.verifier_reward == 1
     assert validation_rows(rows, step=100)[0]["task_key"] == spec.task_key  # the same task every time
 
 

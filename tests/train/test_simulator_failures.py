@@ -32,9 +32,9 @@ def test_an_aborted_role_aborts_the_episode_and_zeroes_its_mask(tokenizer, role)
     texts = ("Which city?", "ok") if role == "user" else (CALL, "Sunny.")
     out, _ = _run(tokenizer, StubBehaviour(fail={role: "aborted"}, user_replies=["Paris"]), texts)
     episode = out.extra_fields["episode"]
-    assert episode["outcome"] == "aborted" and episode["abort_role"] == role
-    assert episode["abort_cause"] == "timeout" and episode["stop_reason"] == "aborted"
-    assert out.reward_score == 0.0 and episode["verifier_reward"] is None
+    assert episode.outcome == "aborted" and episode.abort_role == role
+    assert episode.abort_cause == "timeout" and episode.stop_reason == "aborted"
+    assert out.reward_score == 0.0 and episode.verifier_reward is None
     assert len(out.response_mask) >= 1 and not any(out.response_mask)
 
 
@@ -42,8 +42,8 @@ def test_http_500_is_retried_then_recorded_as_upstream_abort(tokenizer):
     out, requests = _run(tokenizer, StubBehaviour(fail={"verify": "http500"}))
     episode = out.extra_fields["episode"]
     assert len(requests["verify"]) == 2  # the first try and http_retries=1
-    assert episode["abort_role"] == "verify" and episode["abort_cause"] == "upstream"
-    assert "HTTP 500" in episode["abort_detail"]
+    assert episode.abort_role == "verify" and episode.abort_cause == "upstream"
+    assert "HTTP 500" in episode.abort_detail
 
 
 def test_a_hanging_role_hits_its_own_timeout(tokenizer):
@@ -52,15 +52,15 @@ def test_a_hanging_role_hits_its_own_timeout(tokenizer):
                          timeouts={"tool": 0.5}, http_retries=0)
     assert time.monotonic() - started < 20
     episode = out.extra_fields["episode"]
-    assert episode["abort_role"] == "tool" and episode["abort_cause"] == "timeout"
-    assert "0.5 s" in episode["abort_detail"] and len(requests["tool"]) == 1
+    assert episode.abort_role == "tool" and episode.abort_cause == "timeout"
+    assert "0.5 s" in episode.abort_detail and len(requests["tool"]) == 1
 
 
 def test_unreachable_simulator_is_an_abort_not_an_exception(tokenizer):
     out = run_episodes(tokenizer, ReplayClient(tokenizer, [CALL]), "http://127.0.0.1:9", [make_spec("down-1")],
                        http_retries=0)[0]
-    assert out.extra_fields["episode"]["abort_role"] == "task"
-    assert out.extra_fields["episode"]["abort_cause"] == "upstream"
+    assert out.extra_fields["episode"].abort_role == "task"
+    assert out.extra_fields["episode"].abort_cause == "upstream"
 
 
 def test_a_wrong_answer_shape_is_a_parse_abort(tokenizer):
@@ -84,6 +84,6 @@ def test_parallel_calls_reach_the_simulator_concurrently(tokenizer):
         out = run_episodes(tokenizer, ReplayClient(tokenizer, [two, "Done."]), sim.url, [spec])[0]
         elapsed = time.monotonic() - started
     episode = out.extra_fields["episode"]
-    assert episode["calls"] == 2 and len([m for m in episode["transcript"] if m["role"] == "tool"]) == 2
+    assert episode.calls == 2 and len([m for m in episode.transcript if m["role"] == "tool"]) == 2
     # task + tools + verify at 0.6 s each: serial tool calls would need >= 2.4 s.
     assert elapsed < 2.3, elapsed

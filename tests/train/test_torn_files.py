@@ -8,7 +8,6 @@ Run: .venvs/train/bin/python -m pytest tests/train/test_torn_files.py -q
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 
@@ -16,8 +15,9 @@ import pytest
 
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.training_files import step_episodes
+from toolcanary.contract.training_files import EpisodeRecord, step_episodes
 from toolcanary.train.metrics import (
+    UpdateStats,
     append_episodes,
     append_metrics_row,
     drop_steps_after,
@@ -33,8 +33,8 @@ BASE = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_t
         "response_length": 50, "num_turns": 4, "simulator_tokens": 10, "split": "train", "task_key": "k"}
 
 
-def record(step: int, n: int, **overrides) -> dict:
-    return {**BASE, "step": step, "episode_id": f"s{step}-e{n}", "reward": 1.0, **overrides}
+def record(step: int, n: int, **overrides) -> EpisodeRecord:
+    return EpisodeRecord(**{**BASE, "step": step, "episode_id": f"s{step}-e{n}", "reward": 1.0, **overrides})
 
 
 def tear(path, keep: int) -> str:
@@ -48,7 +48,7 @@ def tear(path, keep: int) -> str:
 def row(step: int) -> dict:
     return step_row(step, [record(step, 0), record(step, 1, outcome="aborted", abort_cause="timeout",
                                                    abort_role="tool", reward=0.0)],
-                    level=1, update={"kl": 0.01, "entropy": 1.5}, step_seconds=2.5)
+                    level=1, update=UpdateStats(kl=0.01, entropy=1.5), step_seconds=2.5)
 
 
 def test_drill_each_trainer_file_truncated_mid_line_loses_only_the_torn_line(tmp_path, caplog, drill):
@@ -66,7 +66,7 @@ def test_drill_each_trainer_file_truncated_mid_line_loses_only_the_torn_line(tmp
         append_episodes(episodes, [record(step, 0), record(step, 1)])
     tear(episodes, 40)
     append_episodes(episodes, [record(4, 0), record(4, 1)])
-    kept = [(e["step"], e["episode_id"]) for e in read_episodes(episodes)]
+    kept = [(e.step, e.episode_id) for e in read_episodes(episodes)]
 
     metrics = results / "train_metrics.csv"
     for step in (1, 2, 3):
@@ -80,7 +80,7 @@ def test_drill_each_trainer_file_truncated_mid_line_loses_only_the_torn_line(tmp
                                        "TOOLCANARY_TRAIN_RUN": "g"})
     worker = step_episodes(episode_dir(settings), 1) / "host-1.jsonl"
     worker.parent.mkdir(parents=True)
-    worker.write_text("".join(json.dumps(record(1, n)) + "\n" for n in range(3)))
+    worker.write_text("".join(record(1, n).model_dump_json() + "\n" for n in range(3)))
     tear(worker, 33)  # the worker was killed writing its third episode; the driver closes the step anyway
     closed = close_step(settings, load_curriculum(settings), 1)
 
@@ -107,7 +107,7 @@ def test_a_resume_rewrites_the_files_whole_and_drops_torn_lines_with_the_steps_i
     tear(episodes, 12)
     drop_steps_after(metrics, episodes, 1)
     assert [r["step"] for r in read_train_metrics(metrics)] == [1.0]
-    assert [e["step"] for e in read_episodes(episodes)] == [1]
+    assert [e.step for e in read_episodes(episodes)] == [1]
     assert metrics.read_text().endswith("\n") and not list(tmp_path.glob(".*.torn"))
 
 
@@ -122,9 +122,8 @@ def test_a_ledger_line_broken_in_the_middle_is_refused_with_its_number(tmp_path)
 def test_step_rows_count_aborts_by_cause_and_refuse_an_unknown_cause():
     records = [record(1, 0), record(1, 1, outcome="aborted", abort_cause="upstream", abort_role="task"),
                record(1, 2, outcome="aborted", abort_cause="too_large", abort_role="tool")]
-    counts = step_row(1, records, level=1, update={}, step_seconds=math.nan)
+    counts = step_row(1, records, level=1, step_seconds=math.nan)
     assert (counts["aborted_upstream"], counts["aborted_too_large"], counts["aborted_auth"]) == (1, 1, 0)
     assert counts["aborted_frac"] == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="abort causes \\['gremlins'\\]"):
-        step_row(1, [record(1, 0, outcome="aborted", abort_cause="gremlins")], level=1, update={},
-                 step_seconds=1.0)
+        step_row(1, [record(1, 0, outcome="aborted", abort_cause="gremlins")], level=1, step_seconds=1.0)

@@ -32,14 +32,14 @@ def _episode(tokenizer, checkout, texts, *, call_expected: bool, verify_reward: 
 def test_a_declined_abstention_task_gets_the_verifiers_reward_without_the_no_call_penalty(tokenizer,
                                                                                         trustee_checkout):
     out, episode = _episode(tokenizer, trustee_checkout, [DECLINE], call_expected=False, verify_reward=1)
-    assert episode["tool_call_turns"] == 0 and episode["call_expected"] is False
-    assert episode["no_call_penalty"] is False and out.reward_score == 1.0 and episode["verifier_reward"] == 1
+    assert episode.tool_call_turns == 0 and episode.call_expected is False
+    assert episode.no_call_penalty is False and out.reward_score == 1.0 and episode.verifier_reward == 1
 
 
 def test_a_call_task_without_a_call_still_gets_trustees_penalty(tokenizer, trustee_checkout):
     out, episode = _episode(tokenizer, trustee_checkout, [DECLINE], call_expected=True, verify_reward=1)
-    assert episode["tool_call_turns"] == 0 and episode["call_expected"] is True
-    assert episode["no_call_penalty"] is True and out.reward_score == -1.0
+    assert episode.tool_call_turns == 0 and episode.call_expected is True
+    assert episode.no_call_penalty is True and out.reward_score == -1.0
 
 
 @pytest.mark.parametrize("call_expected", [True, False])
@@ -47,4 +47,4 @@ def test_an_episode_with_a_call_gets_the_verifiers_reward_whatever_the_task(toke
                                                                             call_expected):
     out, episode = _episode(tokenizer, trustee_checkout, [CALL, DECLINE], call_expected=call_expected,
                             verify_reward=-1)
-    assert episode["tool_call_turns"] >= 1 and episode["no_call_penalty"] is False and out.reward_score == -1.0
+    assert episode.tool_call_turns >= 1 and episode.no_call_penalty is False and out.reward_score == -1.0

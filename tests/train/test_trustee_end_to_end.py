@@ -97,8 +97,8 @@ def test_one_trustee_episode_through_the_real_simulator(tokenizer, trustee_check
             server.terminate()
             server.wait(timeout=20)
     episode = out.extra_fields["episode"]
-    assert episode["outcome"] == "ok" and episode["stop_reason"] == "assistant_turns"
-    assert out.reward_score == 0.5 and episode["verifier_reward"] == 0.5
+    assert episode.outcome == "ok" and episode.stop_reason == "assistant_turns"
+    assert out.reward_score == 0.5 and episode.verifier_reward == 0.5
     markers = [r["messages"][-1]["content"].split(" ", 1)[0] for r in model.requests]
     assert markers == ["AUTHOR", "TOOL", "USER", "VERIFY"]  # level-1 caps: 3 generations, the last one over
     author, tool, verify = model.requests[0], model.requests[1], model.requests[-1]

@@ -59,14 +59,14 @@ def test_turn_limits_at_levels_1_40_and_100(tokenizer, trustee_checkout, level, 
         with StubSimulator(StubBehaviour(user_replies=list(replies))) as stub:
             client, (out,) = _run(tokenizer, stub, texts, checkout, key=f"L{level}", **_limits(level))
         episode = out.extra_fields["episode"]
-        got = (len(client.emitted), episode["tool_turns"], episode["user_turns"], episode["stop_reason"])
+        got = (len(client.emitted), episode.tool_turns, episode.user_turns, episode.stop_reason)
         assert got == expected, ("trustee" if checkout else "toolcanary", got)
-        assert len(stub.requests["tool"]) == episode["tool_turns"] and len(stub.requests["user"]) == episode["user_turns"]
+        assert len(stub.requests["tool"]) == episode.tool_turns and len(stub.requests["user"]) == episode.user_turns
         trained = [text for bit, text in spans(tokenizer, out) if bit == 1]
         assert len(trained) == len(client.emitted)  # every generation is trained on, the last one included
         shown = [m for m in stub.requests["verify"][0]["trajectory"] if m["role"] == "assistant"]
         if checkout:  # the generation that went over a limit is never shown to the verifier
-            assert len(shown) == len(client.emitted) - (episode["stop_reason"] != "user_terminated")
+            assert len(shown) == len(client.emitted) - (episode.stop_reason != "user_terminated")
         else:
             assert len(shown) == len(client.emitted)
 
@@ -90,8 +90,8 @@ def test_an_aborted_episode_is_still_verified_and_keeps_that_reward_out_of_the_l
     with StubSimulator(StubBehaviour(fail={"tool": "aborted"}, verify_reward=1)) as stub:
         _, (out,) = _run(tokenizer, stub, [CALL], trustee_checkout)
     episode = out.extra_fields["episode"]
-    assert episode["outcome"] == "aborted" and episode["abort_role"] == "tool" and len(stub.requests["verify"]) == 1
-    assert out.reward_score == 1.0 and episode["verifier_reward"] == 1 and sum(out.response_mask) == 0
+    assert episode.outcome == "aborted" and episode.abort_role == "tool" and len(stub.requests["verify"]) == 1
+    assert out.reward_score == 1.0 and episode.verifier_reward == 1 and sum(out.response_mask) == 0
     with StubSimulator(StubBehaviour(fail={"tool": "aborted"}, verify_reward=1)) as stub:
         _, (ours,) = _run(tokenizer, stub, [CALL])
     assert ours.reward_score == 0.0 and stub.requests["verify"] == []
@@ -102,11 +102,11 @@ def test_no_tool_call_turn_scores_minus_one_aborted_or_not_and_a_failed_verifier
     with StubSimulator(StubBehaviour(fail={"user": "aborted"}, verify_reward=1)) as stub:
         _, (out,) = _run(tokenizer, stub, [ANSWER], trustee_checkout)
     episode = out.extra_fields["episode"]
-    assert episode["outcome"] == "aborted" and out.reward_score == -1.0 and episode["no_call_penalty"] is True
+    assert episode.outcome == "aborted" and out.reward_score == -1.0 and episode.no_call_penalty is True
     with StubSimulator(StubBehaviour(fail={"tool": "aborted", "verify": "aborted"})) as stub:
         _, (out,) = _run(tokenizer, stub, [CALL], trustee_checkout)
     episode = out.extra_fields["episode"]
-    assert out.reward_score == 0.0 and episode["abort_role"] == "tool"  # the first cause is kept
+    assert out.reward_score == 0.0 and episode.abort_role == "tool"  # the first cause is kept
 
 
 def test_the_curriculum_mean_and_group_statistics_of_a_hand_computed_batch(tokenizer, trustee_checkout):
@@ -121,12 +121,12 @@ def test_the_curriculum_mean_and_group_statistics_of_a_hand_computed_batch(token
                 _, (out,) = _run(tokenizer, stub, turns, checkout, specs=[make_spec("batch", member=member)])
             outputs[mode].append(out)
             records[mode].append(out.extra_fields["episode"])
-    assert [r["outcome"] for r in records["trustee"]] == ["ok", "aborted", "aborted", "ok"]
-    assert [r["reward"] for r in records["trustee"]] == [1.0, 1.0, 0.0, -1.0]
-    assert [r["reward"] for r in records["toolcanary"]] == [1.0, 0.0, 0.0, -1.0]
+    assert [r.outcome for r in records["trustee"]] == ["ok", "aborted", "aborted", "ok"]
+    assert [r.reward for r in records["trustee"]] == [1.0, 1.0, 0.0, -1.0]
+    assert [r.reward for r in records["toolcanary"]] == [1.0, 0.0, 0.0, -1.0]
     # TRUSTEE's curriculum mean counts every row at its reward; the toolcanary mode counts aborted ones at 0.
-    assert step_row(1, records["trustee"], level=1, update={}, step_seconds=0)["reward_mean"] == 0.25
-    assert step_row(1, records["toolcanary"], level=1, update={}, step_seconds=0)["reward_mean"] == 0.0
+    assert step_row(1, records["trustee"], level=1, step_seconds=0)["reward_mean"] == 0.25
+    assert step_row(1, records["toolcanary"], level=1, step_seconds=0)["reward_mean"] == 0.0
     # The group statistics leave both aborted rows out: mean 0 and unbiased std sqrt(2) over [1, -1].
     length = max(len(o.response_mask) for o in outputs["trustee"])
     mask = torch.tensor([o.response_mask + [0] * (length - len(o.response_mask)) for o in outputs["trustee"]],
@@ -150,10 +150,10 @@ def test_a_turn_without_a_parsable_call_gets_one_error_and_bad_calls_beside_good
     with StubSimulator() as stub:
         _, (out,) = _run(tokenizer, stub, [broken, CALL + "\n" + broken], trustee_checkout, **_limits(100))
     episode = out.extra_fields["episode"]
-    tool_messages = [m for m in episode["transcript"] if m["role"] == "tool"]
+    tool_messages = [m for m in episode.transcript if m["role"] == "tool"]
     assert tool_messages[0]["content"] == "Error: Tool call is malformed or could not be parsed"
     assert tool_messages[0]["is_error"] is True
-    assert episode["tool_rewards"][0] == -1.0 and len(stub.requests["tool"]) >= 1
+    assert episode.tool_rewards[0] == -1.0 and len(stub.requests["tool"]) >= 1
     assert all(r["call"]["function"]["name"] == "get_weather" for r in stub.requests["tool"])
 
 
@@ -173,8 +173,8 @@ def test_a_task_whose_prompt_exceeds_the_budget_is_dropped_before_any_generation
                            loop_options={"http_retries": 1, **options}) as runner:
             (out,) = runner.run_step([make_spec("long")])
     episode = out.extra_fields["episode"]
-    assert (episode["abort_role"], episode["abort_cause"]) == ("task", "too_large")
-    assert "64-token prompt budget" in episode["abort_detail"] and len(out.prompt_ids) == 64
+    assert (episode.abort_role, episode.abort_cause) == ("task", "too_large")
+    assert "64-token prompt budget" in episode.abort_detail and len(out.prompt_ids) == 64
     assert client.emitted == [] and stub.requests["verify"] == [] and sum(out.response_mask) == 0
 
 

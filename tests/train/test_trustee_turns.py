@@ -69,7 +69,7 @@ def _run(tokenizer, stub, texts, checkout=None, *, key="t", response_length=2048
 def test_a_turn_is_a_tool_call_as_trustee_reads_it(tokenizer, trustee_checkout, text, calls, tool_message):
     with StubSimulator(StubBehaviour(verify_reward=1)) as stub:
         _, out, episode = _run(tokenizer, stub, [text, ANSWER], trustee_checkout)
-    assert episode["tool_call_turns"] >= 1 and episode["no_call_penalty"] is False and out.reward_score == 1.0
+    assert episode.tool_call_turns >= 1 and episode.no_call_penalty is False and out.reward_score == 1.0
     sent = [(r["call"]["function"]["name"], r["call"]["function"]["arguments"]) for r in stub.requests["tool"]]
     assert sent == calls
     trajectory = stub.requests["verify"][0]["trajectory"]
@@ -82,11 +82,11 @@ def test_the_toolcanary_mode_reads_the_same_turns_its_own_way(tokenizer):
     # a call, the episode scores -1; non-object arguments are a malformed call answered with an error.
     with StubSimulator(StubBehaviour(verify_reward=1, user_replies=["Paris."])) as stub:
         _, out, episode = _run(tokenizer, stub, ["<think>I answer with <tool_call> blocks.</think>\nHi.", ANSWER])
-    assert episode["tool_call_turns"] == 0 and out.reward_score == -1.0 and stub.requests["tool"] == []
+    assert episode.tool_call_turns == 0 and out.reward_score == -1.0 and stub.requests["tool"] == []
     with StubSimulator(StubBehaviour(verify_reward=1)) as stub:
         _, _, episode = _run(tokenizer, stub, ['<tool_call>\n{"name": "get_weather", "arguments": ["Paris"]}\n'
                                               '</tool_call>', ANSWER])
-    assert stub.requests["tool"] == [] and episode["invalid_calls"] == 1
+    assert stub.requests["tool"] == [] and episode.invalid_calls == 1
 
 
 def _reference_trustee_reading(text: str) -> tuple[bool, list[tuple[str, object]]]:
@@ -155,18 +155,18 @@ def test_a_task_that_cannot_be_made_or_is_too_long_is_replaced_for_the_whole_gro
         outputs = run_episodes(tokenizer, client, stub.url, [make_spec("g", member=i) for i in range(3)],
                                mode="trustee", trustee_dir=str(trustee_checkout))
     episodes = [o.extra_fields["episode"] for o in outputs]
-    assert {(e["task_key"], e["tasks_replaced"], e["outcome"]) for e in episodes} == {("g.r2", 2, "ok")}
+    assert {(e.task_key, e.tasks_replaced, e.outcome) for e in episodes} == {("g.r2", 2, "ok")}
     assert {r["task_key"] for r in stub.requests["tool"]} == {"g.r2"}
     with StubSimulator(StubBehaviour(failing_task_keys=("g", "g.r1", "g.r2", "g.r3", "g.r4"))) as stub:
         client = ReplayClient(tokenizer, [CALL])
         (out,) = run_episodes(tokenizer, client, stub.url, [make_spec("g")], mode="trustee",
                               trustee_dir=str(trustee_checkout))
     episode = out.extra_fields["episode"]
-    assert (episode["outcome"], episode["abort_role"], episode["tasks_replaced"]) == ("aborted", "task", 4)
+    assert (episode.outcome, episode.abort_role, episode.tasks_replaced) == ("aborted", "task", 4)
     assert len(stub.requests["task"]) == 5 and client.emitted == []
     with StubSimulator(StubBehaviour(oversized_task_keys=("g",))) as stub:  # the toolcanary mode drops it
         (out,) = run_episodes(tokenizer, ReplayClient(tokenizer, [CALL]), stub.url, [make_spec("g")])
-    assert (out.extra_fields["episode"]["abort_cause"], len(stub.requests["task"])) == ("too_large", 1)
+    assert (out.extra_fields["episode"].abort_cause, len(stub.requests["task"])) == ("too_large", 1)
 
 
 @pytest.mark.parametrize(("fail", "texts", "last"), [

@@ -17,7 +17,6 @@ import argparse
 import json
 import logging
 import sys
-from pathlib import Path
 
 from toolcanary.analysis import compare
 from toolcanary.analysis.data import BfclRun, TrainRun, data_paths, load_bfcl, load_training
@@ -31,7 +30,7 @@ from toolcanary.analysis.items import (
 )
 from toolcanary.analysis.outputs import staged_outputs
 from toolcanary.analysis.passes import RunItems
-from toolcanary.analysis.settings import FIGURES, FORMATS, RESULTS_DIR_ENV, RUN_ENV, AnalysisSettings
+from toolcanary.analysis.settings import ENV_PREFIX, FIGURES, AnalysisOptions, AnalysisSettings
 from toolcanary.analysis.stability import (
     STABILITY_FILE,
     flips_csv,
@@ -62,44 +61,20 @@ EPILOG = """examples:
 """
 
 
-def build_parser(defaults: AnalysisSettings) -> argparse.ArgumentParser:
+def build_parser(defaults: AnalysisSettings | None = None) -> argparse.ArgumentParser:
+    """make_figures' command line: what to read and write (AnalysisOptions), then how to compute
+    (AnalysisSettings, whose help shows `defaults`: the settings the environment gives)."""
     parser = argparse.ArgumentParser(
         prog="make_figures", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
     )
     inputs = parser.add_argument_group("input")
-    inputs.add_argument("--data", type=Path, default=None, metavar="DIR",
-                        help=f"run folder holding bfcl_by_category.csv and train_metrics.csv (default: the newest "
-                             f"run under {defaults.results_dir}; ${RESULTS_DIR_ENV} moves that root)")
-    inputs.add_argument("--run", default=None, metavar="RUN",
-                        help=f"analyse {defaults.results_dir}/RUN when --data is not given (default: ${RUN_ENV}, "
-                             "else the newest run)")
-    inputs.add_argument("--train-metrics", type=Path, default=None, metavar="PATH",
-                        help="train_metrics.csv, when it is not in the run folder (default: DIR/train_metrics.csv)")
-    outputs = parser.add_argument_group("output")
-    outputs.add_argument("--table", action="store_true", help="print the headline table (md: with the findings under it)")
-    outputs.add_argument("--findings", action="store_true", help="print the findings, BFCL and training side, as JSON")
-    outputs.add_argument("--fig", action="append", choices=[*FIGURES, "all"], default=[],
-                         help="write this figure (PNG and PDF) under DIR/figures/; repeatable; f5 needs the "
-                              "trainer's episode records, and `all` leaves it out of a run without them")
-    outputs.add_argument("--format", choices=FORMATS, default="md", help="table format (default: %(default)s)")
-    outputs.add_argument("--items", action="store_true",
-                         help="compare two steps item by item (gained, lost, McNemar, paired bootstrap) from the "
-                              "pass folders; lost and gained ids to DIR/tables/items_stepA_stepB.csv")
-    outputs.add_argument("--steps", type=int, nargs=2, default=None, metavar=("A", "B"),
-                         help="the two steps --items compares (default: the baseline and the last scored step)")
-    outputs.add_argument("--stability", action="store_true",
-                         help="items whose outcome differs between repeat passes, and whether the same ones flip "
-                              f"at every repeated step, from the pass folders; the list to DIR/{STABILITY_FILE}")
-    outputs.add_argument("--compare", nargs=2, default=None, metavar=("RUN_A", "RUN_B"),
-                         help="compare two runs (ids under the results folder, or run folders with their pass "
-                              "folders): both changes over the steps both scored, B's minus A's with a bootstrap "
-                              "interval, refused when they were scored differently; to {results}/_compare/A_vs_B/")
-    statistics = parser.add_argument_group("statistics")
-    statistics.add_argument("--hac-maxlags", type=int, default=None, metavar="N",
-                            help="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 for 21 checkpoints)")
-    add_flags(statistics, AnalysisSettings, skip=("run", "hac_maxlags"), defaults=defaults)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what is read and written")
+    add_flags(inputs, AnalysisOptions, only=("data", "train_metrics"))
+    add_flags(inputs, AnalysisSettings, only=("run", "results_dir"), defaults=defaults)
+    add_flags(parser, AnalysisOptions, title="output", skip=("data", "train_metrics", "verbose"))
+    add_flags(parser, AnalysisSettings, title=f"statistics (each also {ENV_PREFIX}<NAME>)",
+              skip=("run", "results_dir"), defaults=defaults)
+    add_flags(parser, AnalysisOptions, only=("verbose",))
     return parser
 
 
@@ -111,58 +86,57 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = build_parser(defaults)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    figures = list(FIGURES) if "all" in args.fig else list(dict.fromkeys(args.fig))
-    if args.compare is not None and (args.table or args.findings or figures or args.items or args.stability
-                                     or args.data is not None):
+    options = AnalysisOptions.of(args)
+    logging.basicConfig(level=logging.INFO if options.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    figures = list(FIGURES) if "all" in options.fig else list(dict.fromkeys(options.fig))
+    if options.compare is not None and (options.table or options.findings or figures or options.items
+                                        or options.stability or options.data is not None):
         parser.error("--compare makes its own table, findings and figure from two runs: give it alone")
-    if not (args.table or args.findings or figures or args.items or args.stability or args.compare):
+    if not (options.table or options.findings or figures or options.items or options.stability or options.compare):
         parser.error("nothing to do: give --table, --findings, --fig, --items, --stability and/or --compare")
-    if args.steps is not None and not args.items:
+    if options.steps is not None and not options.items:
         parser.error("--steps names the two steps of --items: give --items too")
-    if args.hac_maxlags is not None and args.hac_maxlags < 0:
-        parser.error(f"--hac-maxlags: expected a non-negative integer, got {args.hac_maxlags}")
     try:
         settings = AnalysisSettings.from_env(**given(args, AnalysisSettings))
-        if args.compare is not None:
-            return compare_runs(*args.compare, settings)
-        return analyse(args, figures, settings)
+        if options.compare is not None:
+            return compare_runs(*options.compare, settings)
+        return analyse(options, figures, settings)
     except ContractError as error:
         print(f"make_figures: error: {error}", file=sys.stderr)
         return 2
 
 
-def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSettings) -> int:
-    data = args.data if args.data is not None else settings.data_dir()
-    bfcl_path, train_path = data_paths(data, args.train_metrics)
+def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSettings) -> int:
+    data = options.data if options.data is not None else settings.data_dir()
+    bfcl_path, train_path = data_paths(data, options.train_metrics)
     bfcl: BfclRun = load_bfcl(bfcl_path, settings.baseline_step)
-    needs_training = args.findings or "f1" in figures or args.train_metrics is not None
+    needs_training = options.findings or "f1" in figures or options.train_metrics is not None
     train: TrainRun | None = load_training(train_path) if needs_training or train_path.is_file() else None
     rows = headline_rows(bfcl, settings)
     found = {"bfcl": bfcl_findings(bfcl, rows, settings),
              "training": training_findings(train, settings) if train is not None else None}
     shown = table_rows(bfcl, rows, settings)
-    table = RENDERERS[args.format](shown)
+    table = RENDERERS[options.format](shown)
     prose = bfcl_prose(found["bfcl"], settings) + (training_prose(found["training"], settings) if train else [])
     distribution = None
-    if args.table or args.findings or "f5" in figures:
+    if options.table or options.findings or "f5" in figures:
         episodes = load_episodes(data)
         distribution = distribution_report(episodes, rows, train, settings)
         found["training_distribution"] = distribution.findings
         prose += distribution_prose(distribution.findings, settings)
         if "f5" in figures and not distribution.by_step:
-            figures = without_f5(figures, args.fig, episodes)
+            figures = without_f5(figures, options.fig, episodes)
     # The item-level parts, each (prose, per-category text, file under DIR, its content).
     item_level = []
-    if args.items or args.stability:
+    if options.items or options.stability:
         items = RunItems(bfcl, data)
-        if args.items:
-            paired, pairs = paired_findings(items, tuple(args.steps) if args.steps else default_steps(items),
+        if options.items:
+            paired, pairs = paired_findings(items, tuple(options.steps) if options.steps else default_steps(items),
                                             settings)
             found["items"] = paired
             item_level.append((items_prose(paired), items_details(paired), paired["changed_items_file"],
                                changed_items_csv(pairs)))
-        if args.stability:
+        if options.stability:
             stable, flips = stability_findings(items)
             found["stability"] = stable
             item_level.append((stability_prose(stable), stability_details(stable), STABILITY_FILE,
@@ -171,12 +145,12 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
     findings_json = json.dumps(found, indent=2, allow_nan=False)
 
     with staged_outputs(data) as stage:
-        if args.table:
-            stage.path(f"tables/headline.{EXTENSIONS[args.format]}").write_text(table)
+        if options.table:
+            stage.path(f"tables/headline.{EXTENSIONS[options.format]}").write_text(table)
             # The full-precision CSV is always written too: it is what other tools read back.
             stage.path("tables/headline.csv").write_text(RENDERERS["csv"](shown))
             stage.path("tables/findings.txt").write_text("\n".join(prose) + "\n")
-        if args.findings:
+        if options.findings:
             stage.path("tables/findings.json").write_text(findings_json + "\n")
         for *_, relative, content in item_level:
             stage.path(relative).write_text(content)
@@ -191,13 +165,13 @@ def analyse(args: argparse.Namespace, figures: list[str], settings: AnalysisSett
                 stage.adopt(path)
         written = stage.commit()
 
-    if args.table:
+    if options.table:
         print(table, end="")
-        if args.format == "md":
+        if options.format == "md":
             print("\n" + "\n".join(prose))
-    if args.findings:
+    if options.findings:
         print(findings_json)
-    elif not args.table:
+    elif not options.table:
         # Neither the JSON nor the prose under a table shows them: print them as text.
         for lines, details, *_ in item_level:
             print("\n".join([*lines, *details]))

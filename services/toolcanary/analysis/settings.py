@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -20,7 +21,7 @@ from pydantic_settings import SettingsConfigDict
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.run_id import RunId
-from toolcanary.settings import ServiceSettings, env, volume
+from toolcanary.settings import Cli, Options, ServiceSettings, env, volume
 
 ENV_PREFIX = "TOOLCANARY_ANALYSIS_"
 RESULTS_DIR_ENV = "TOOLCANARY_RESULTS_DIR"
@@ -42,16 +43,16 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR", RESULTS_DIR_ENV),
                               description="where --data is looked for when not given: the run folder under it, "
                                           "else the newest run folder")
-    run: RunId | None = Field(None, validation_alias=env(ENV_PREFIX + "RUN", RUN_ENV),
-                              description="the run id whose folder under results_dir is analysed when --data is "
-                                          "not given (default: the newest run)")
+    run: Annotated[RunId | None, Cli(metavar="RUN")] = Field(
+        None, validation_alias=env(ENV_PREFIX + "RUN", RUN_ENV),
+        description=f"analyse <results_dir>/RUN when --data is not given (default: ${RUN_ENV}, else the newest run)")
     baseline_step: int = Field(0, ge=0, description="the step every change is measured from: 0, the base model "
                                                     "scored through the same pipeline. A run whose first scored step "
                                                     "is another is refused unless this names that step; scored steps "
                                                     "before it are left out")
     slope_steps: int = Field(10, ge=1, description="slopes are reported in percentage points per this many "
                                                    "training steps")
-    hac_maxlags: int | None = Field(None, ge=0, description="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 "
+    hac_maxlags: Annotated[int | None, Cli(metavar="N")] = Field(None, ge=0, description="Newey-West lags (default: floor(4 (n/100)^(2/9)), 2 "
                                                             "for 21 checkpoints)")
     hac_small_sample: bool = Field(True, description="scale the HAC variance by n / (n - 2), as Stata's newey does "
                                                      "(statsmodels: use_correction=True)")
@@ -82,6 +83,42 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                 f"Check the run id (--run or {RUN_ENV}), or pass --data DIR",
             )
         return folder
+
+
+Figure = Literal["f1", "f2", "f3", "f4", "f5", "all"]
+Format = Literal["md", "csv", "latex"]
+
+
+class AnalysisOptions(Options):
+    """What one make_figures command reads and writes (the settings above say how it computes)."""
+
+    data: Annotated[Path | None, Cli(metavar="DIR")] = Field(
+        None, description="run folder holding bfcl_by_category.csv and train_metrics.csv (default: the folder of "
+                          "--run under --results-dir, else the newest run folder there)")
+    train_metrics: Annotated[Path | None, Cli(metavar="PATH")] = Field(
+        None, description="train_metrics.csv, when it is not in the run folder (default: DIR/train_metrics.csv)")
+    table: Annotated[bool, Cli(off="")] = Field(False, description="print the headline table (md: with the "
+                                                                   "findings under it)")
+    findings: Annotated[bool, Cli(off="")] = Field(False, description="print the findings, BFCL and training side, "
+                                                                      "as JSON")
+    fig: Annotated[list[Figure], Cli(repeat=True)] = Field(
+        [], description="write this figure (PNG and PDF) under DIR/figures/; repeatable; f5 needs the trainer's "
+                        "episode records, and `all` leaves it out of a run without them")
+    format: Format = Field("md", description="table format")
+    items: Annotated[bool, Cli(off="")] = Field(
+        False, description="compare two steps item by item (gained, lost, McNemar, paired bootstrap) from the pass "
+                           "folders; lost and gained ids to DIR/tables/items_stepA_stepB.csv")
+    steps: Annotated[list[int] | None, Cli(nargs=2, metavar=("A", "B"))] = Field(
+        None, description="the two steps --items compares (default: the baseline and the last scored step)")
+    stability: Annotated[bool, Cli(off="")] = Field(
+        False, description="items whose outcome differs between repeat passes, and whether the same ones flip at "
+                           "every repeated step, from the pass folders; the list to DIR/tables/stability.csv")
+    compare: Annotated[list[str] | None, Cli(nargs=2, metavar=("RUN_A", "RUN_B"))] = Field(
+        None, description="compare two runs (ids under the results folder, or run folders with their pass folders): "
+                          "both changes over the steps both scored, B's minus A's with a bootstrap interval, refused "
+                          "when they were scored differently; to {results}/_compare/A_vs_B/")
+    verbose: Annotated[bool, Cli(flags=("-v", "--verbose"))] = Field(False, description="log what is read and "
+                                                                                        "written")
 
 
 def newest_run(results_dir: Path) -> Path:

@@ -15,8 +15,7 @@ import sys
 from toolcanary.audit.bfcl_items import load_bfcl_items
 from toolcanary.audit.item_audit import FLAGS
 from toolcanary.audit.run_audit import run_audit
-from toolcanary.audit.settings import AuditSettings
-from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
+from toolcanary.audit.settings import MEASURES, AuditOptions, AuditSettings
 from toolcanary.contract.errors import ContractError
 from toolcanary.settings import add_flags, given
 
@@ -28,32 +27,19 @@ EPILOG = """examples:
 """
 
 
-MEASURES = ("schema_threshold", "query_threshold", "query_ngram", "min_query_words", "verbatim_ngram",
-            "top_k", "chunk_rows")
-
-
-def build_parser(defaults: AuditSettings) -> argparse.ArgumentParser:
+def build_parser(defaults: AuditSettings | None = None) -> argparse.ArgumentParser:
+    """The audit's command line; the help shows `defaults`, the settings the environment gives."""
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.audit",
         description=__doc__.split("\n\n")[0],
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    inputs = parser.add_argument_group("inputs")
-    inputs.add_argument(
-        "--run", required=True, help="run name: reads <runs>/RUN/simulator, writes <results>/RUN/audit"
-    )
-    inputs.add_argument(
-        "--categories",
-        nargs="+",
-        default=list(OFFLINE_CATEGORIES),
-        metavar="CATEGORY",
-        help="BFCL categories to audit (default: the 17 offline ones)",
-    )
+    inputs = parser.add_argument_group("inputs (settings also TOOLCANARY_AUDIT_<NAME>)")
+    add_flags(inputs, AuditOptions, skip=("quiet",))
     add_flags(inputs, AuditSettings, skip=MEASURES, defaults=defaults)
-    add_flags(parser.add_argument_group("thresholds (see docs/audit.md)"), AuditSettings,
-              skip=[n for n in AuditSettings.model_fields if n not in MEASURES], defaults=defaults)
-    parser.add_argument("--quiet", action="store_true", help="no progress bars, warnings only")
+    add_flags(parser, AuditSettings, only=MEASURES, defaults=defaults, title="thresholds (see docs/audit.md)")
+    add_flags(parser, AuditOptions, only=("quiet",))
     return parser
 
 
@@ -61,13 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         defaults = AuditSettings.from_env()
         args = build_parser(defaults).parse_args(argv)
+        options = AuditOptions.of(args)
         logging.basicConfig(
-            level=logging.WARNING if args.quiet else logging.INFO,
+            level=logging.WARNING if options.quiet else logging.INFO,
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
-        settings = defaults.replace(**given(args, AuditSettings))
-        items = load_bfcl_items(tuple(args.categories))
-        result = run_audit(args.run, settings, items=items, progress=not args.quiet)
+        settings = AuditSettings.from_env(**given(args, AuditSettings))
+        items = load_bfcl_items(tuple(options.categories))
+        result = run_audit(options.run, settings, items=items, progress=not options.quiet)
     except ContractError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 import toolcanary
+from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.errors import ContractError
-from toolcanary.settings import ServiceSettings, env, project_root, volume
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import Cli, Options, ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
 # The simulator's packaged library; referenced by path so the eval image need not import the simulator.
@@ -75,3 +77,18 @@ class AuditSettings(ServiceSettings, env_prefix=ENV_PREFIX):
             if getattr(self, name) < 1:
                 raise ContractError(f"--{name}", "a positive integer", repr(getattr(self, name)))
         return self
+
+
+# The thresholds and sizes of the audit's measures, shown in a group of their own.
+MEASURES = ("schema_threshold", "query_threshold", "query_ngram", "min_query_words", "verbatim_ngram", "top_k",
+            "chunk_rows")
+
+
+class AuditOptions(Options):
+    """Which run and which BFCL categories one audit reads."""
+
+    run: RunId = Field(description="run name: reads <runs>/RUN/simulator, writes <results>/RUN/audit")
+    categories: Annotated[list[str], Cli(nargs="+", metavar="CATEGORY", show_default=False)] = Field(
+        list(OFFLINE_CATEGORIES), description=f"BFCL categories to audit (default: the {len(OFFLINE_CATEGORIES)} "
+                                              "offline ones)")
+    quiet: Annotated[bool, Cli(off="")] = Field(False, description="no progress bars, warnings only")

@@ -6,11 +6,11 @@ again through `trustee_dir` when the audit runs outside the container). Its SHA-
 simulator read; a run whose starts used different libraries needs `--library` to say which.
 
 Tasks come from `<runs>/<run>/simulator/step_*.jsonl` (one `RoleRecord` per line; task-author lines hold the
-`SimulatedTask` in `response["task"]`). They are read by the append-only rule, as the simulator reloads them:
-a torn last line or a line a writer fenced off is skipped with a warning; a broken line in the middle that no
-writer fenced off stops the audit, naming the file and line, as it stops the simulator (the two must count
-the same tasks). A whole JSON line that is not a record, or holds no valid task, is skipped and counted per
-reason. A tool a generated task offers that is not in the library (an LLM author may invent or edit one)
+`SimulatedTask` in `response["task"]`). They are read through the reader the simulator reloads them with
+(`toolcanary.contract.simulator_api.iter_recorded_tasks`), so the two count the same tasks: a torn last line or
+a line a writer fenced off is skipped with a warning; a broken line in the middle that no writer fenced off
+stops the audit, naming the file and line; a whole JSON line that is not a record, or holds no valid task, is
+skipped and counted per reason, as is a task call that gave up. A tool a generated task offers that is not in the library (an LLM author may invent or edit one)
 joins the training tools too, because the policy saw it.
 
 Used by `python -m toolcanary.audit --run RUN` (see its --help).
@@ -19,7 +19,6 @@ Used by `python -m toolcanary.audit --run RUN` (see its --help).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections import Counter
 from dataclasses import dataclass, field
@@ -29,10 +28,16 @@ from typing import Any
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from toolcanary.contract.append_only import iter_lines, read_lines, refused_line
+from toolcanary.contract.append_only import read_lines, refused_line
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.simulator_api import LIBRARIES_FILE, ROLES, LibraryRecord, RoleRecord
-from toolcanary.contract.tasks import SimulatedTask, load_tool_library
+from toolcanary.contract.simulator_api import (
+    LIBRARIES_FILE,
+    ROLE_RECORD_FILES,
+    LibraryRecord,
+    RoleRecordReading,
+    iter_recorded_tasks,
+)
+from toolcanary.contract.tasks import load_tool_library
 
 log = logging.getLogger(__name__)
 
@@ -86,78 +91,45 @@ def library_tools(path: Path) -> list[TrainingTool]:
     ]
 
 
-def _task_of(raw: object) -> SimulatedTask | str | None:
-    """The task of a parsed record line, a skip reason, or None for a record of another role."""
-    if isinstance(raw, dict) and raw.get("role") in ROLES and raw["role"] != "task":
-        # Tool, user and verifier lines are most of the log and carry whole histories; no need to parse them.
-        return None
-    try:
-        record = RoleRecord.model_validate(raw)
-    except ValidationError:
-        return "not a RoleRecord"
-    if record.role != "task":
-        return None
-    if record.outcome != "ok":
-        return "aborted task call"
-    try:
-        return SimulatedTask.model_validate(record.response.get("task"))
-    except ValidationError:
-        return "no valid SimulatedTask in response.task"
-
-
 def read_tasks(
     run_folder: Path, known_tools: set[tuple[str, str]] | None = None, progress: bool = False
 ) -> TaskReading:
     """Read the generated tasks of one run folder (`<runs>/<run>`); a missing folder gives no tasks.
 
     Raises:
-        ContractError: a broken line in the middle of a record file that no writer fenced off.
+        ContractError: a broken line in the middle of a record file that no writer fenced off, or a record file
+            that cannot be read.
     """
     reading = TaskReading(run_folder / "simulator")
     known = set(known_tools or ())
     seen: set[str] = set()
-    files = sorted(reading.folder.glob("step_*.jsonl"))
-    for path in tqdm(
-        files, desc="task records", unit="file", disable=not progress or len(files) < 2, leave=False
-    ):
-        reading.files += 1
-        try:
-            # As the simulator reads its records (the append-only rule): lines end at "\n" only (a task's
-            # text may hold U+2028, which the simulator writes raw), and lines a writer fenced off are left out.
-            lines = list(iter_lines(path))
-        except OSError as err:
-            log.warning("cannot read %s: %s", path, err)
-            reading.skipped["unreadable file"] += 1
-            continue
-        for number, line in lines:
-            try:
-                raw = json.loads(line)
-            except json.JSONDecodeError:
-                raise refused_line(path, number, "a JSON RoleRecord", line) from None
-            task = _task_of(raw)
-            if task is None:
-                reading.other_roles += 1
-            elif isinstance(task, str):
-                reading.skipped[task] += 1
-            elif task.task_id in seen:
+    records = RoleRecordReading()
+    files = len(list(reading.folder.glob(ROLE_RECORD_FILES)))
+    with tqdm(total=files, desc="task records", unit="file", disable=not progress or files < 2, leave=False) as bar:
+        for _, task in iter_recorded_tasks(reading.folder, records):
+            bar.update(records.files - bar.n)
+            if task.task_id in seen:
                 reading.duplicates += 1
-            else:
-                seen.add(task.task_id)
-                reading.tasks.append(
-                    GeneratedTask(task.task_id, f"{task.first_user_query}\n{task.user_intent}")
-                )
-                for tool in task.tools:
-                    signature = (tool.name, tool.function.description)
-                    if signature not in known:
-                        known.add(signature)
-                        reading.task_tools.append(
-                            TrainingTool(
-                                f"task:{task.task_id}/{tool.name}",
-                                tool.name,
-                                tool.function.description,
-                                tool.function.parameters,
-                            )
+                continue
+            seen.add(task.task_id)
+            reading.tasks.append(GeneratedTask(task.task_id, f"{task.first_user_query}\n{task.user_intent}"))
+            for tool in task.tools:
+                signature = (tool.name, tool.function.description)
+                if signature not in known:
+                    known.add(signature)
+                    reading.task_tools.append(
+                        TrainingTool(
+                            f"task:{task.task_id}/{tool.name}",
+                            tool.name,
+                            tool.function.description,
+                            tool.function.parameters,
                         )
+                    )
+        bar.update(records.files - bar.n)
+    reading.files, reading.other_roles = records.files, records.other_roles
+    reading.skipped.update(records.skipped)
+    if records.aborted_tasks:
+        reading.skipped["aborted task call"] += records.aborted_tasks
     if reading.skipped:
         log.warning(
             "%s: skipped %d lines (%s)", reading.folder, sum(reading.skipped.values()), dict(reading.skipped)

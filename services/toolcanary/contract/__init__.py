@@ -97,7 +97,9 @@ from toolcanary.contract.tasks import (
 # private keys can name tasks that are the same in every run; checkpoint manifests name a valid run id.
 # 1.8: an episode record counts the calls its task's author listed as expected (`expected_calls`); a task
 # request's `draw` names GRPO tasks too, and the simulator can replay another run's tasks by draw.
-CONTRACT_VERSION = "1.8"
+# 1.9: train_metrics.csv gained what the policy update did: pg_loss, pg_clipfrac, grad_norm and
+# advantage_abs_mean (files without them still read, as "not measured"); role records are written validated.
+CONTRACT_VERSION = "1.9"
 
 __all__ = [
     "RUN_ID_RULE",

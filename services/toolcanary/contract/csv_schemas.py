@@ -25,8 +25,11 @@ import difflib
 import math
 import re
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from toolcanary.contract.append_only import append_text, read_lines, refused_line
 from toolcanary.contract.bfcl import BY_NAME
@@ -41,6 +44,9 @@ BFCL_COLUMNS = ("step", "pass", "category", "correct", "total")
 CORRECT_UNPARSED = "correct_unparsed"
 # What the evaluation writes; readers require only BFCL_COLUMNS, so files from before 1.5 still read.
 BFCL_WRITTEN_COLUMNS = (*BFCL_COLUMNS, CORRECT_UNPARSED)
+# What the policy update did (measured by the CPU run; verl logs its own under `actor/`): the clipped loss,
+# the share of clipped tokens, the gradient norm before clipping and the mean |advantage|.
+UPDATE_COLUMNS = ("pg_loss", "pg_clipfrac", "grad_norm", "advantage_abs_mean")
 TRAIN_METRICS_COLUMNS = (
     "step",
     "reward_mean",
@@ -60,6 +66,7 @@ TRAIN_METRICS_COLUMNS = (
     "num_turns_mean",
     "kl",
     "entropy",
+    *UPDATE_COLUMNS,
     "simulator_tokens",
     "step_seconds",
     # Aborted episodes of the step by cause (they sum to aborted_frac x episodes): which fault is eating the
@@ -69,14 +76,17 @@ TRAIN_METRICS_COLUMNS = (
 ABORT_COLUMNS = tuple(f"aborted_{cause}" for cause in ABORT_CAUSES)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class BfclRow:
-    step: int
-    pass_index: int
+    """One row of `bfcl_by_category.csv`, and of a pass's `counts.json` (`pass_files`) that holds the rows the
+    pass appends: one type for both, validated wherever one is made, so the two files cannot drift apart."""
+
+    step: Annotated[int, Field(ge=0)]
+    pass_index: Annotated[int, Field(ge=1)]
     category: str
-    correct: int
-    total: int
-    correct_unparsed: int | None = None
+    correct: Annotated[int, Field(ge=0)]
+    total: Annotated[int, Field(ge=0)]
+    correct_unparsed: Annotated[int | None, Field(ge=0)] = None
     """Correct items whose answer held unparsed call markup; None: not measured."""
 
 
@@ -173,18 +183,19 @@ def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclR
                 f"{where}, column 'category'", "a BFCL V4 category name", repr(category),
                 f"Did you mean {near[0]!r}?" if near else f"Known names: {', '.join(BY_NAME)}",
             )
+        pass_index = _int(path, line, "pass", record.get("pass"))
+        if pass_index < 1:
+            raise ContractError(
+                f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass"))
+            )
         row = BfclRow(
             step=_int(path, line, "step", record.get("step")),
-            pass_index=_int(path, line, "pass", record.get("pass")),
+            pass_index=pass_index,
             category=category,
             correct=_int(path, line, "correct", record.get("correct")),
             total=_int(path, line, "total", record.get("total")),
             correct_unparsed=_optional_int(path, line, CORRECT_UNPARSED, record.get(CORRECT_UNPARSED)),
         )
-        if row.pass_index < 1:
-            raise ContractError(
-                f"{where}, column 'pass'", "a 1-based pass index", repr(record.get("pass"))
-            )
         if row.correct > row.total:
             raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
         if row.correct_unparsed is not None and row.correct_unparsed > row.correct:
@@ -241,7 +252,9 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
         raise ContractError(str(path), f"a {TRAIN_METRICS} file", "no such file")
     rows: list[dict[str, float]] = []
     steps: dict[int, int] = {}
-    for line, record in _records(path, TRAIN_METRICS_COLUMNS):
+    # Files written before contract 1.9 lack the update columns: they read as "not measured".
+    required = tuple(c for c in TRAIN_METRICS_COLUMNS if c not in UPDATE_COLUMNS)
+    for line, record in _records(path, required):
         step = _int(path, line, "step", record.get("step"))
         if step in steps:
             raise ContractError(

@@ -11,8 +11,9 @@ Under `<results>/<run>/`:
   "overlong" or "truncated", and what kind of answer the model gave (`ANSWER_KINDS`). `count_outcomes` turns
   them into (correct, total) per category, the one counting rule that the evaluation's rows and the audit's
   recomputation share; `count_unparsed_correct` counts the correct ones that held unparsed call markup.
-- `passes/step_NNNN_pass_P/counts.json` (`PassCounts`): the pass's rows, written before they are appended to
-  `bfcl_by_category.csv`, so a pass killed during the append resumes with the append alone.
+- `passes/step_NNNN_pass_P/counts.json` (`PassCounts`): the pass's rows, `csv_schemas.BfclRow`s as JSON,
+  written before they are appended to `bfcl_by_category.csv`, so a pass killed during the append resumes with
+  the append alone.
 - `passes/step_NNNN_pass_P/failure.json` (`PassFailure`): why a pass was refused, when it was.
 
 The evaluation writes all of them (atomically: a temporary file renamed into place); the evaluation and the
@@ -35,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, f
 
 from toolcanary.contract.append_only import json_line
 from toolcanary.contract.bfcl import BY_NAME
+from toolcanary.contract.csv_schemas import BfclRow
 from toolcanary.contract.errors import ContractError
 
 SAMPLE_FILE = "sample.json"
@@ -106,22 +108,8 @@ class ItemOutcome(BaseModel):
         return value
 
 
-class CountRow(BaseModel):
-    """One row of `counts.json`: the `bfcl_by_category.csv` row a pass appends for one category."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    step: int = Field(ge=0)
-    pass_index: int = Field(ge=1)
-    category: str
-    correct: int = Field(ge=0)
-    total: int = Field(ge=0)
-    correct_unparsed: int | None = Field(None, ge=0, description="correct items whose answer held unparsed call "
-                                                                 "markup; None: not measured")
-
-
-class PassCounts(RootModel[list[CountRow]]):
-    """`counts.json`: a JSON list of `CountRow`."""
+class PassCounts(RootModel[list[BfclRow]]):
+    """`counts.json`: a JSON list of the `BfclRow`s a pass appends to `bfcl_by_category.csv`, one per category."""
 
 
 class FailedItem(BaseModel):
@@ -259,11 +247,11 @@ def error_counts(outcomes: Iterable[ItemOutcome]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def write_counts(path: Path, rows: Iterable[CountRow]) -> None:
-    write_json(path, [row.model_dump(mode="json") for row in rows])
+def write_counts(path: Path, rows: Iterable[BfclRow]) -> None:
+    write_json(path, PassCounts(list(rows)).model_dump(mode="json"))
 
 
-def read_counts(path: Path) -> list[CountRow]:
+def read_counts(path: Path) -> list[BfclRow]:
     """The rows a pass counted. Raises ContractError for a file that is not a JSON list of rows."""
     try:
         return PassCounts.model_validate_json(path.read_bytes()).root

@@ -6,15 +6,30 @@ author answered it under: the simulator keeps every task it authored, so the tas
 Every response says whether the role finished (`outcome="ok"`) or gave up after its retries
 (`outcome="aborted"`, with the cause). An aborted response carries no reward: the trainer drops the
 episode from the loss instead of inventing a score.
+
+The simulator records every role call as a `RoleRecord` line in `<runs>/<run>/simulator/step_NNNN.jsonl`;
+`iter_role_records` and `iter_recorded_tasks` are the one reader of those files, for the simulator (reloading
+its tasks) and the contamination audit alike, so both count the same tasks:
+
+    reading = RoleRecordReading()
+    for record, task in iter_recorded_tasks(runs / run / "simulator", reading): ...
 """
 
 from __future__ import annotations
 
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from toolcanary.contract.append_only import ReadLines, iter_lines, refused_line
 from toolcanary.contract.chat import Message, ToolCall
+from toolcanary.contract.errors import ContractError
 from toolcanary.contract.tasks import DifficultySettings, LeftOutEntry, SimulatedTask
 
 # A role's score: -1, 0 or 1 from the scripted backend and the toolcanary mode; the trustee mode keeps what
@@ -175,6 +190,124 @@ class RoleRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     retries: int = 0
+
+
+ROLE_RECORD_FILES = "step_*.jsonl"
+# Why a whole record line yields nothing; each is counted in `RoleRecordReading.skipped` and logged.
+NOT_A_ROLE_RECORD = "not a RoleRecord"
+NO_VALID_TASK = "no valid SimulatedTask in response.task"
+# The first `"role": "..."` of a line: in a line written from a RoleRecord, the record's own role, since the
+# fields before it (version, time, run, step) hold no object. Inside a JSON string a quote is escaped, so text
+# cannot match.
+_FIRST_ROLE = re.compile(r'"role"\s*:\s*"([a-z]+)"')
+log = logging.getLogger(__name__)
+
+
+def role_record_file(step: int | None) -> str:
+    """The record file of a training step's role calls (`step_none.jsonl`: calls that named no step)."""
+    return "step_none.jsonl" if step is None else f"step_{step:04d}.jsonl"
+
+
+@dataclass
+class RoleRecordReading:
+    """What `iter_role_records` and `iter_recorded_tasks` left out, so that a reader can say how much it saw.
+
+    `torn`: torn last lines and torn lines a writer fenced off (the append-only rule; each was logged).
+    `other_roles`: whole lines of another role than the one asked for. `aborted_tasks`: task-author records of a
+    call that gave up, which hold no task. `skipped`: whole lines that yielded nothing, by reason (each logged).
+    """
+
+    files: int = 0
+    torn: int = 0
+    other_roles: int = 0
+    aborted_tasks: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def lost(self) -> int:
+        """Lines that held a record this reading could not use: torn, or whole but not readable as asked."""
+        return self.torn + sum(self.skipped.values())
+
+
+def iter_role_records(folder: str | Path, role: Role | None = None,
+                      reading: RoleRecordReading | None = None) -> Iterator[RoleRecord]:
+    """Every `RoleRecord` (of `role`, if given) in `folder`'s step files, file by file in name order, streamed.
+
+    The append-only rule of `toolcanary.contract.append_only`: a torn last line and torn lines a writer fenced
+    off are skipped with a warning. A whole line that is JSON but not a RoleRecord (a record of another contract
+    version, say) is skipped with a warning. With `role`, a line that starts like a record of another role and
+    ends like a whole JSON object is counted in `other_roles` without being parsed: tool, user and verifier
+    lines are most of the log and carry whole conversations. `reading` (when given) receives the counts.
+
+    Raises:
+        ContractError: a line that is not JSON and that no writer fenced off (the file was cut, edited or written
+            without the rule), naming the file and the line; or a record file that cannot be read.
+    """
+    for _, _, record in _numbered_records(Path(folder), role, reading or RoleRecordReading()):
+        yield record
+
+
+def iter_recorded_tasks(folder: str | Path,
+                        reading: RoleRecordReading | None = None) -> Iterator[tuple[RoleRecord, SimulatedTask]]:
+    """(record, task) of every task the task author answered in `folder`, in the order they were answered.
+
+    `iter_role_records(folder, "task")`, less the calls that gave up (counted in `aborted_tasks`) and the records
+    whose `response["task"]` is not a valid `SimulatedTask` (skipped with a warning). Repeats are kept: a task
+    answered twice under one key was answered twice.
+
+    Raises:
+        ContractError: as `iter_role_records`.
+    """
+    reading = reading if reading is not None else RoleRecordReading()
+    for path, number, record in _numbered_records(Path(folder), "task", reading):
+        if record.outcome != "ok":
+            reading.aborted_tasks += 1
+            continue
+        try:
+            task = SimulatedTask.model_validate(record.response.get("task"))
+        except ValidationError as err:
+            reading.skipped[NO_VALID_TASK] += 1
+            log.warning("%s: line %d skipped, %s (%s)", path, number, NO_VALID_TASK, _first_error(err))
+            continue
+        yield record, task
+
+
+def _numbered_records(folder: Path, role: Role | None,
+                      reading: RoleRecordReading) -> Iterator[tuple[Path, int, RoleRecord]]:
+    """(file, line number, record) of `iter_role_records`."""
+    for path in sorted(folder.glob(ROLE_RECORD_FILES)):
+        reading.files += 1
+        lines = ReadLines()
+        try:
+            for number, line in iter_lines(path, lines):
+                if role is not None and line.startswith("{") and line.endswith("}"):
+                    first = _FIRST_ROLE.search(line)
+                    if first and first.group(1) in ROLES and first.group(1) != role:
+                        reading.other_roles += 1
+                        continue
+                try:
+                    record = RoleRecord.model_validate_json(line)
+                except ValidationError as err:
+                    if any(error["type"] == "json_invalid" for error in err.errors()):
+                        raise refused_line(path, number, "a JSON RoleRecord", line) from None
+                    reading.skipped[NOT_A_ROLE_RECORD] += 1
+                    log.warning("%s: line %d skipped, %s (%s)", path, number, NOT_A_ROLE_RECORD, _first_error(err))
+                    continue
+                if role is not None and record.role != role:
+                    reading.other_roles += 1
+                    continue
+                yield path, number, record
+        except OSError as err:
+            raise ContractError(str(path), "a readable simulator record file", f"an unreadable file ({err})",
+                                "Give the reader permission to read the run's records, or restore the file "
+                                "from a copy") from None
+        finally:
+            reading.torn += len(lines.skipped)
+
+
+def _first_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    return f"{'.'.join(map(str, first['loc'])) or 'line'}: {first['msg']}"[:160]
 
 
 LIBRARIES_FILE = "libraries.jsonl"

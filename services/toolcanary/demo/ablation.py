@@ -23,44 +23,43 @@ import time
 
 from toolcanary.demo.pipeline import run_demo
 from toolcanary.demo.processes import ChildFailed
-from toolcanary.demo.settings import DEFAULT_POLICY, SIZES, VENVS, DemoSettings
+from toolcanary.demo.settings import VENVS, AblationOptions, DemoSettings, fresh_run_id
 from toolcanary.demo.timing import PhaseClock
+from toolcanary.settings import add_flags
+
+EPILOG = """examples:
+  make demo-ablation
+  make demo-ablation POLICY=tiny
+  python -m toolcanary.demo.ablation --run abl --no-call-fraction 0.25 --full
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.demo.ablation",
-        description="Two CPU demo runs differing only in the share of abstention tasks, then --compare.",
-        epilog="examples:\n  make demo-ablation\n  make demo-ablation POLICY=tiny\n"
-               "  python -m toolcanary.demo.ablation --run abl --no-call-fraction 0.25 --full",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Two CPU demo runs differing only in the share of abstention tasks, then --compare. The other "
+                    "settings are the demo's (TOOLCANARY_DEMO_<NAME>, python -m toolcanary.demo --help).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--run", help="prefix of the two run ids (default: a fresh ablation-<time>); existing runs "
-                                      "resume")
-    parser.add_argument("--policy", choices=sorted(SIZES), default=DEFAULT_POLICY,
-                        help="smollm2 (default) or tiny, as in python -m toolcanary.demo")
-    parser.add_argument("--full", action="store_true", help="the demo's full sizes (default: its quick ones)")
-    parser.add_argument("--no-call-fraction", type=float, default=0.5,
-                        help="share of abstention tasks in the second arm's GRPO steps (default 0.5; the first "
-                             "arm has none)")
+    add_flags(parser, AblationOptions)
     return parser
 
 
 def arms(prefix: str, *, quick: bool, policy: str, no_call_fraction: float) -> list[DemoSettings]:
     """The baseline arm (no abstention tasks) and the abstention arm: the same settings but the run id and share."""
-    return [DemoSettings.make(run=f"{prefix}-{name}", quick=quick, policy=policy, no_call_fraction=share)
+    return [DemoSettings.from_env(run=f"{prefix}-{name}", quick=quick, policy=policy, no_call_fraction=share)
             for name, share in (("baseline", 0.0), ("abstain", no_call_fraction))]
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    options = AblationOptions.of(build_parser().parse_args(argv))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not 0 < args.no_call_fraction <= 1:
-        print(f"error: --no-call-fraction: expected a share in (0, 1], got {args.no_call_fraction}; the baseline "
+    if not 0 < options.no_call_fraction <= 1:
+        print(f"error: --no-call-fraction: expected a share in (0, 1], got {options.no_call_fraction}; the baseline "
               "arm already has none", file=sys.stderr)
         return 2
-    prefix = args.run or time.strftime("ablation-%Y%m%d-%H%M%S", time.gmtime())
-    both = arms(prefix, quick=not args.full, policy=args.policy, no_call_fraction=args.no_call_fraction)
+    prefix = options.run or fresh_run_id("ablation")
+    both = arms(prefix, quick=not options.full, policy=options.policy, no_call_fraction=options.no_call_fraction)
     started = time.monotonic()
     for arm in both:
         print(f"\n=== arm {arm.run}: abstention share {arm.no_call_fraction:g} ===", flush=True)

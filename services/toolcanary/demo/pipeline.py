@@ -4,7 +4,7 @@
 runs it for each arm of the abstention ablation. Every process it starts is stopped at the end, on failure
 and on Ctrl-C (`ProcessGroup`).
 
-    run_demo(DemoSettings.make(quick=True, policy="tiny"), PhaseClock())
+    run_demo(DemoSettings.from_env(quick=True, policy="tiny"), PhaseClock())
 """
 
 from __future__ import annotations

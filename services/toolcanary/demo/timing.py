@@ -2,7 +2,10 @@
 
 The demo times its phases (`PhaseClock`); inside them the trainer's `train_metrics.csv` holds each GRPO
 step's seconds and every evaluation pass's manifest holds its generate and evaluate seconds, so the rest of
-a phase is named for what fills it (loading the policy and publishing; vLLM starts and checkpoint checks). Printed at the end of the demo and written to `<results>/<run>/demo_timings.json`.
+a phase is named for what fills it (loading the policy and publishing; vLLM starts and checkpoint checks).
+Passes that ran at once (`--passes-at-once`) overlap: their own times add up to more than the wall time they
+covered, so the rest of the eval phase is its time less the union of the passes' spans. Printed at the end of
+the demo and written to `<results>/<run>/demo_timings.json`.
 
     clock = PhaseClock()
     with clock.phase("train"):
@@ -18,6 +21,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -52,7 +56,7 @@ def _step_seconds(results: Path) -> list[float]:
     return [r["step_seconds"] for r in rows if math.isfinite(r["step_seconds"])]
 
 
-def _pass_timings(results: Path) -> list[dict[str, float]]:
+def _finished_passes(results: Path) -> list[EvalPassManifest]:
     out = []
     for path in sorted((results / "passes").glob("step_*_pass_*/manifest.json")):
         try:
@@ -60,20 +64,35 @@ def _pass_timings(results: Path) -> list[dict[str, float]]:
         except (OSError, ValueError, ValidationError):
             continue  # a pass refused before its manifest was whole has no timings to report
         if manifest.finished_at is not None:
-            out.append(manifest.timings_s)
+            out.append(manifest)
     return out
 
 
+def covered_seconds(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of (start, end) spans: overlapping passes count once."""
+    covered, reached = 0.0, -math.inf
+    for start, end in sorted(spans):
+        if end > reached:
+            covered += end - max(start, reached)
+            reached = end
+    return covered
+
+
 def timings(clock: PhaseClock, results: Path) -> dict:
-    """The breakdown as data: phases (s), GRPO steps (s each), passes (their phase sums)."""
+    """The breakdown as data: phases (s), GRPO steps (s each), passes (their phase sums and the wall time
+    they covered)."""
     steps = _step_seconds(results)
-    passes = _pass_timings(results)
+    manifests = _finished_passes(results)
+    passes = [m.timings_s for m in manifests]
+    spans = [(datetime.fromisoformat(m.started_at).timestamp(), datetime.fromisoformat(m.finished_at).timestamp())
+             for m in manifests]
     return {
         "phases_s": {name: round(s, 1) for name, s in clock.seconds.items()},
         "grpo_steps_s": [round(s, 1) for s in steps],
         "passes": len(passes),
         "pass_phases_s": {key: round(sum(p.get(key, 0.0) for p in passes), 1)
                           for key in ("preflight", "generate", "evaluate", "total")},
+        "passes_wall_s": round(covered_seconds(spans), 1),
     }
 
 
@@ -95,9 +114,12 @@ def breakdown_lines(data: dict) -> list[str]:
                       f"{statistics.fmean(steps):.0f}{spread} s each; "
                       f"loading the policy and publishing {(seconds - sum(steps)) / 60:.1f} min")
         elif name == "eval" and data["passes"]:
-            detail = (f"{count(data['passes'], 'pass')} {passes['total'] / 60:.1f} min "
+            wall = data["passes_wall_s"]
+            overlap = (f", {passes['total'] / 60:.1f} min of pass time run at once"
+                       if passes["total"] > wall + 1 else "")
+            detail = (f"{count(data['passes'], 'pass')} {wall / 60:.1f} min{overlap} "
                       f"(generate {passes['generate'] / 60:.1f}, score {passes['evaluate'] / 60:.1f}); "
-                      f"vLLM starts and checkpoint checks {(seconds - passes['total']) / 60:.1f} min")
+                      f"vLLM starts and checkpoint checks {(seconds - wall) / 60:.1f} min")
         share = f"{100 * seconds / total:3.0f}%" if total else "  -"
         lines.append(f"    {name:<16} {seconds / 60:5.1f} min {share}" + (f"  ({detail})" if detail else ""))
     return lines

@@ -14,6 +14,8 @@ number of structured tool calls and raw `message.content` (`ANSWERS_FIELD`). The
 with `tool_calls: []`, which bfcl-eval stores as `[]`, losing the text; the client reads the record to tell
 call markup the server did not parse from a real abstention (toolcanary.evaluate.answers).
 
+Its settings (`WrapperSettings`: the served model and the pass's request timeout, retries, output cap and registry
+key) are read from the same `TOOLCANARY_EVALUATE_<NAME>` variables as the client's, with the client's defaults.
 The client runs it as a fresh subprocess per phase with BFCL_PROJECT_ROOT set to the pass folder:
 
     TOOLCANARY_EVALUATE_SERVED_MODEL=run1-step0200 BFCL_PROJECT_ROOT=volumes/results/run1/passes/step_0200_pass_1/bfcl OPENAI_BASE_URL=http://127.0.0.1:8000/v1 \\
@@ -22,15 +24,37 @@ The client runs it as a fresh subprocess per phase with BFCL_PROJECT_ROOT set to
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
+
+from pydantic import Field, field_validator
+
+from toolcanary.contract.errors import ContractError
+from toolcanary.evaluate.settings import ENV_PREFIX, EvalSettings
+from toolcanary.settings import ServiceSettings
 
 HANDLER_NAME = "OpenAICompletionsHandler"
 # bfcl-eval writes every key of an inference's metadata into the item's result line.
 TRUNCATED_FIELD = "toolcanary_truncated_responses"
 # One {"calls": structured tool calls, "content": message.content} per response of the item, in order.
 ANSWERS_FIELD = "toolcanary_answers"
+
+
+class WrapperSettings(ServiceSettings, env_prefix=ENV_PREFIX):
+    """What one BFCL phase needs from the client; every field but `served_model` is the client's own."""
+
+    served_model: str = Field(min_length=1, description="the server's --served-model-name")
+    registry_key: str = EvalSettings.model_fields["registry_key"]
+    request_timeout_s: float = EvalSettings.model_fields["request_timeout_s"]
+    request_retries: int = EvalSettings.model_fields["request_retries"]
+    max_tokens: int = EvalSettings.model_fields["max_tokens"]
+
+    @field_validator("registry_key")
+    @classmethod
+    def _bfcl_key(cls, key: str) -> str:
+        if "_" in key or "FC" not in key:
+            raise ValueError("a key without '_' that contains 'FC' (BFCL's key rules)")
+        return key
 
 
 def register(registry_key: str, served_model: str, timeout_s: float, retries: int, max_tokens: int) -> None:
@@ -88,18 +112,12 @@ def register(registry_key: str, served_model: str, timeout_s: float, retries: in
 
 
 def main(argv: list[str]) -> None:
-    key = os.environ.get("TOOLCANARY_EVALUATE_REGISTRY_KEY", "toolcanary-served-FC")
-    if "_" in key or "FC" not in key:
-        raise SystemExit(f"registry key {key!r}: expected no '_' and the substring 'FC' (BFCL's key rules)")
-    served = os.environ.get("TOOLCANARY_EVALUATE_SERVED_MODEL")
-    if not served:
-        raise SystemExit("TOOLCANARY_EVALUATE_SERVED_MODEL is not set: expected the server's model name")
-    register(
-        key, served,
-        float(os.environ.get("TOOLCANARY_EVALUATE_REQUEST_TIMEOUT_S", "600")),
-        int(os.environ.get("TOOLCANARY_EVALUATE_REQUEST_RETRIES", "2")),
-        int(os.environ.get("TOOLCANARY_EVALUATE_MAX_TOKENS", "0")),
-    )
+    try:
+        settings = WrapperSettings.from_env()
+    except ContractError as err:
+        raise SystemExit(f"bfcl_wrapper: {err}") from err
+    register(settings.registry_key, settings.served_model, settings.request_timeout_s, settings.request_retries,
+             settings.max_tokens)
     from bfcl_eval.__main__ import cli
 
     cli(args=argv, prog_name="bfcl")

@@ -58,7 +58,6 @@ from toolcanary.contract.pass_files import (
     SAMPLE_FILE,
     TRUNCATED,
     UNPARSED_CALL,
-    CountRow,
     FailedItem,
     ItemOutcome,
     PassFailure,
@@ -194,7 +193,7 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
         if opts.stop_after == "evaluate":
             return []
         # counts.json is what phase 7 appends, and what a resume of a pass killed during the append finds.
-        write_counts(paths.counts, [CountRow(**r.__dict__) for r in rows])
+        write_counts(paths.counts, rows)
         return append_rows(paths, scored=False)
     except ContractError as err:
         # Before request.json exists the folder holds nothing, and a retry must find it fresh.
@@ -548,7 +547,7 @@ def append_rows(paths: PassPaths, scored: bool) -> list[BfclRow]:
     tore the last of them off, which are then appended again). Which rows are there is decided at the moment
     of the append, under the CSV's lock: another pass may be appending its own rows right now.
     """
-    rows = [BfclRow(**r.model_dump()) for r in read_counts(paths.counts)]
+    rows = read_counts(paths.counts)
     csv = csv_lock(paths.csv)
     with csv:
         present = {(r.step, r.pass_index, r.category)

@@ -17,7 +17,6 @@ one line per failure.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import queue
 import time
@@ -30,7 +29,7 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import read_published, verify_checkpoint
 from toolcanary.evaluate.runner import PassOptions, PassPaths, csv_lock, run_pass
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
-from toolcanary.evaluate.settings import EvalSettings
+from toolcanary.evaluate.settings import EvalSettings, ItemChoice, WatchLimits
 from toolcanary.serve.command import served_model_name
 
 log = logging.getLogger(__name__)
@@ -127,12 +126,15 @@ def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Servin
     return out
 
 
-def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:
-    """Score every missing (step, pass); return those scored. Raises after trying all if any pass failed.
+def eval_all(settings: EvalSettings, run: str, items: ItemChoice | None = None,
+             serving: Serving | None = None) -> list[tuple[int, int]]:
+    """Score every missing (step, pass) on `items` (default: every offline category); return those scored.
+    Raises after trying all if any pass failed.
 
     With several servers (`settings.gpus`), each takes the next published step not yet taken, so the steps are
     served at once, one per GPU; rows are appended under the CSV's lock as with one server.
     """
+    items = items or ItemChoice()
     pool = [(local_url(settings), serving)] if serving is not None else servers(settings, run)
     for _, server in pool:
         if isinstance(server, ComposeServing):
@@ -152,7 +154,7 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
             except queue.Empty:
                 return
             try:
-                scored.extend(score_step(mine, run, args, server, entry, todo))
+                scored.extend(score_step(mine, run, items, server, entry, todo))
             except StepFailed as err:
                 scored.extend(err.scored)
                 failures.append((entry.step, f"step {entry.step} {err.got}"))
@@ -177,7 +179,7 @@ def eval_all(settings: EvalSettings, run: str, args: argparse.Namespace, serving
     return scored
 
 
-def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving, entry: Published,
+def score_step(settings: EvalSettings, run: str, items: ItemChoice, serving: Serving, entry: Published,
                todo: list[int]) -> list[tuple[int, int]]:
     """Check, serve and score one published step; return the passes scored.
 
@@ -195,9 +197,9 @@ def score_step(settings: EvalSettings, run: str, args: argparse.Namespace, servi
         def score(pass_index: int) -> None:
             pass_folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder
             opts = PassOptions(run=run, step=entry.step, pass_index=pass_index, served_model=served,
-                               categories=args.categories, sample=args.sample,
-                               sample_multi_turn=args.sample_multi_turn, seed=args.seed,
-                               ids_file=args.ids_file, checkpoint_dir=folder, resume=pass_folder.exists())
+                               categories=items.categories, sample=settings.sample or None,
+                               sample_multi_turn=settings.sample_multi_turn or None, seed=settings.seed,
+                               ids_file=items.ids_file, checkpoint_dir=folder, resume=pass_folder.exists())
             try:
                 run_pass(settings, opts)
                 scored.append((entry.step, pass_index))
@@ -223,18 +225,22 @@ class StepFailed(ContractError):
         self.scored = scored
 
 
-def watch(settings: EvalSettings, run: str, args: argparse.Namespace, serving: Serving | None = None) -> list[tuple[int, int]]:
-    """eval-all every `watch_interval_s` until `--until-step` is fully scored or `--max-idle-s` passes idle."""
+def watch(settings: EvalSettings, run: str, items: ItemChoice | None = None, limits: WatchLimits | None = None,
+          serving: Serving | None = None) -> list[tuple[int, int]]:
+    """eval-all every `watch_interval_s` until `limits.until_step` is fully scored or `limits.max_idle_s` pass
+    without a new checkpoint (neither: until stopped)."""
+    limits = limits or WatchLimits()
     scored, idle_since = [], time.monotonic()
     while True:
-        new = eval_all(settings, run, args, serving)
+        new = eval_all(settings, run, items, serving)
         scored += new
         if new:
             idle_since = time.monotonic()
         done = scored_passes(settings.results_dir, run)
-        if args.until_step is not None and all((args.until_step, p) in done for p in passes_for(args.until_step, settings)):
+        until = limits.until_step
+        if until is not None and all((until, p) in done for p in passes_for(until, settings)):
             return scored
-        if args.max_idle_s is not None and time.monotonic() - idle_since > args.max_idle_s:
-            log.info("no new checkpoint for %.0f s; stopping", args.max_idle_s)
+        if limits.max_idle_s is not None and time.monotonic() - idle_since > limits.max_idle_s:
+            log.info("no new checkpoint for %.0f s; stopping", limits.max_idle_s)
             return scored
         time.sleep(settings.watch_interval_s)

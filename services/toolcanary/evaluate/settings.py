@@ -2,7 +2,9 @@
 
 Each field `name` can be set with `TOOLCANARY_EVALUATE_<NAME>` (the two shared folders also read
 `TOOLCANARY_RESULTS_DIR` and `TOOLCANARY_CHECKPOINTS_DIR`, the run the stack's `TOOLCANARY_RUN`); the CLI flags of
-the same name beat both (toolcanary.settings). `repeat_steps` is comma-separated in the environment.
+the same name beat both (toolcanary.settings). `repeat_steps` is comma-separated in the environment. The options
+of one command (`PassChoice` for `run`, `ItemChoice` for every scoring command, `WatchLimits` for `watch`) are
+flags only; the command line hands them, typed, to the runner and the schedule.
 
     from toolcanary.evaluate.settings import EvalSettings
     settings = EvalSettings.from_env()
@@ -16,8 +18,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
+from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.run_id import RunId
-from toolcanary.settings import ServiceSettings, env, project_root, volume
+from toolcanary.serve.command import SERVED_MODEL_TEMPLATE
+from toolcanary.settings import Cli, Options, ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
 ENV_PREFIX = "TOOLCANARY_EVALUATE_"
@@ -28,7 +32,7 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     # The run id when --run is not given (the compose stack sets TOOLCANARY_RUN).
     run: RunId | Literal[""] = Field("", validation_alias=env(ENV_PREFIX + "RUN", "TOOLCANARY_RUN"),
-                                     description="run id when --run is not given")
+                                     description="run id (the stack sets TOOLCANARY_RUN)")
     results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR",
                                                                       "TOOLCANARY_RESULTS_DIR"),
                               description="root of the result folders")
@@ -55,15 +59,16 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                           "seconds (0: none; the stall guard stops a stuck phase)")
     stall_timeout_s: float = Field(0.0, ge=0, description="a phase with no progress for this long is refused, "
                                                           "seconds (0: (retries + 1) x request timeout + 60)")
-    overlong_counted_wrong: bool = Field(True, description="items longer than the served context count as wrong "
-                                                           "(false: left out of the total)")
+    overlong_counted_wrong: Annotated[bool, Cli(flags=("--overlong-wrong",), off="--overlong-excluded")] = Field(
+        True, description="items longer than the served context count as wrong (--overlong-excluded: left out of "
+                          "the total)")
     # Items per category (0: every item), drawn once per run with `seed` and kept for every pass (--sample).
     sample: int = Field(0, description="items per BFCL category (0: every item)")
     sample_multi_turn: int = Field(0, description="items per multi-turn category, whose items cost many model calls "
                                                   "each (0: as many as sample)")
     seed: int = Field(0, description="seed of the item sample")
     # Served-model name per checkpoint, shared with the serving side (see toolcanary.serve.command).
-    served_model_template: str = Field("{run}-step{step:04d}", description="served-model name of a checkpoint")
+    served_model_template: str = Field(SERVED_MODEL_TEMPLATE, description="served-model name of a checkpoint")
     # eval-all / watch: passes per step, ToolCanary's noise-floor design (three repeats at 0, 150, 200).
     repeat_steps: Annotated[tuple[int, ...], NoDecode] = Field(
         (0, 150, 200), description="steps that get repeated passes (comma-separated in the environment)")
@@ -72,14 +77,15 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     # of one step scored at once keep the server's batch full. Each pass then derives its threads from its
     # share of the KV cache (toolcanary.evaluate.sizing).
     passes_at_once: int = Field(1, ge=1, description="passes of one step scored at once on its server")
-    serving: str = Field("local", description="who serves the checkpoints for eval-all / watch: local or compose")
-    serve_command: str = Field("", description="command line that serves one checkpoint (serving local)")
+    serving: Literal["local", "compose"] = Field("local", description="who serves the checkpoints for eval-all / watch: local or compose")
+    serve_command: str = Field("", description="command line that serves one checkpoint (serving local), with "
+                                                "{model_dir} {served_model} {port} {step}")
     serve_port: int = Field(8000, description="port of the locally served checkpoint")
     serve_host: str = Field("127.0.0.1", description="host of the locally served checkpoint")
     health_timeout_s: float = Field(1800.0, description="how long eval-all / watch wait for serve to list the "
                                                         "checkpoint, seconds")
     watch_interval_s: float = Field(60.0, description="how often watch looks for new checkpoints, seconds")
-    gpus: Annotated[tuple[str, ...], NoDecode] = Field(
+    gpus: Annotated[tuple[str, ...], NoDecode, Cli(metavar="GPU")] = Field(
         (), description="eval-all / watch: serve this many checkpoints at once, one server per listed GPU, on "
                         "serve_port, serve_port + 1, ... (comma-separated in the environment; empty: one server "
                         "on the configured GPU)")
@@ -94,3 +100,44 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     def replace(self, **changes: object) -> EvalSettings:
         """A copy with the CLI values that were given (None means not given)."""
         return self.model_copy(update={k: v for k, v in changes.items() if v is not None})
+
+
+# The settings only eval-all and watch read (serving and repeats), and only watch.
+SCHEDULE_ONLY = ("serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
+                 "watch_interval_s", "gpus")
+WATCH_ONLY = ("watch_interval_s",)
+
+
+class ItemChoice(Options):
+    """Which BFCL items a pass scores, besides the sample settings (sample, sample_multi_turn, seed)."""
+
+    categories: Annotated[list[str] | None, Cli(nargs="+", metavar="CATEGORY")] = Field(
+        None, description=f"BFCL categories to score (default: the {len(OFFLINE_CATEGORIES)} offline ones)")
+    ids_file: Path | None = Field(None, description='JSON {"category": ["id", ...]}: score exactly these items')
+
+
+class PassChoice(Options):
+    """Which pass `run` scores, of which served model."""
+
+    step: int = Field(description="training step of the checkpoint")
+    pass_index: Annotated[int, Cli(flags=("--pass",))] = Field(1, ge=1, description="1-based repeat index")
+    model: str | None = Field(None, description="the server's --served-model-name (default: <run>-stepNNNN)")
+    checkpoint_dir: Path | None = Field(None, description="the checkpoint folder (default: "
+                                                          "<checkpoints>/<run>/step_NNNN)")
+    base_model: str | None = Field(None, description="name of the untrained model served when there is no "
+                                                     "checkpoint")
+    resume: Annotated[bool, Cli(off="")] = Field(False, description="finish an interrupted pass with the same "
+                                                                    "arguments")
+    stop_after: Literal["generate", "evaluate"] | None = Field(None, description="stop after this phase; finish "
+                                                                                "with --resume")
+
+
+class WatchLimits(Options):
+    """When `watch` stops."""
+
+    until_step: int | None = Field(None, description="stop once this step is scored")
+    max_idle_s: float | None = Field(None, description="stop after this long without a new checkpoint, seconds")
+
+
+class Verbosity(Options):
+    verbose: Annotated[bool, Cli(flags=("-v", "--verbose"))] = Field(False, description="log at debug level")

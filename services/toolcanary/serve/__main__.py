@@ -8,6 +8,9 @@ it serves in fp32 and uses every core, unless told otherwise.
 
     python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager --max-model-len 2048
     python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --dry-run
+
+The server's settings (host, port, context, answer cap, thinking mode, checkpoints root) are also read from
+`TOOLCANARY_SERVE_<NAME>` (toolcanary.serve.settings); the flags win.
 """
 
 from __future__ import annotations
@@ -17,18 +20,19 @@ import importlib.metadata
 import json
 import os
 import sys
-from pathlib import Path
+from collections.abc import Sequence
 
 from toolcanary.contract import ContractError
 from toolcanary.contract.manifests import verify_as_published
 from toolcanary.serve.command import served_model_name, vllm_command
-from toolcanary.settings import project_root, volume
+from toolcanary.serve.settings import ServeChoice, ServeSettings
+from toolcanary.settings import add_flags, given, resolve_defaults
 
-REPO_ROOT = project_root()
-
-
-def checkpoints_root() -> Path:
-    return Path(os.environ.get("TOOLCANARY_CHECKPOINTS_DIR") or volume("checkpoints"))
+EPILOG = """examples:
+  python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager
+  python -m toolcanary.serve --run trustee-qwen3-4b-run1 --step 200 --host 0.0.0.0
+  python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0000 --dry-run
+"""
 
 
 def thinking_flags(enable_thinking: bool) -> tuple[str, ...]:
@@ -45,39 +49,16 @@ def length_flags(max_new_tokens: int | None) -> tuple[str, ...]:
     return ("--override-generation-config", json.dumps({"max_new_tokens": max_new_tokens}))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m toolcanary.serve",
         description="Serve one published checkpoint with vLLM's OpenAI server and ToolCanary's parser flags.",
-        epilog=(
-            "examples:\n"
-            "  python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager\n"
-            "  python -m toolcanary.serve --run trustee-qwen3-4b-run1 --step 200 --host 0.0.0.0\n"
-            "  python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0000 --dry-run"
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = parser.add_argument_group("which checkpoint")
-    where.add_argument("--run", help="run id (with --step)")
-    where.add_argument("--step", type=int, help="training step of the checkpoint (with --run)")
-    where.add_argument("--checkpoint", type=Path, help="a checkpoint folder, instead of --run/--step")
-    server = parser.add_argument_group("server")
-    server.add_argument("--host", default="127.0.0.1")
-    server.add_argument("--port", type=int, default=8000)
-    server.add_argument("--max-model-len", type=int, default=None)
-    server.add_argument("--served-model-name", help="default: <run>-stepNNNN from the manifest")
-    server.add_argument(
-        "--max-new-tokens", type=int, default=None,
-        help="server-wide cap on each answer's length (default: none, as BFCL's chat path sends no max_tokens); "
-        "for small CPU policies that may never emit their end token",
-    )
-    server.add_argument(
-        "--enable-thinking", action=argparse.BooleanOptionalAction, default=None,
-        help="the chat template's default thinking mode (default: the mode the manifest says the policy "
-        "trained in; BFCL sends no template kwargs, so this decides how every item is rendered)",
-    )
-    parser.add_argument("--dry-run", action="store_true", help="print the command instead of running it")
-    parser.add_argument("vllm_args", nargs="*", help="extra vLLM flags, after --")
+    add_flags(parser, ServeChoice, title="which checkpoint", skip=("dry_run", "vllm_args"))
+    add_flags(parser, ServeSettings, title="server (each also TOOLCANARY_SERVE_<NAME>)",
+              defaults=resolve_defaults(ServeSettings, argv))
+    add_flags(parser, ServeChoice, only=("dry_run", "vllm_args"))
     return parser
 
 
@@ -106,33 +87,36 @@ def cpu_defaults(environ) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.checkpoint is None:
-        if args.run is None or args.step is None:
-            build_parser().error("give --run and --step, or --checkpoint DIR")
-        args.checkpoint = checkpoints_root() / args.run / f"step_{args.step:04d}"
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     try:
+        settings = ServeSettings.from_env(**given(args, ServeSettings))
+        choice = ServeChoice.of(args)
+        folder = choice.folder(settings)
+        if folder is None:
+            parser.error("give --run and --step, or --checkpoint DIR")
         # Hashed again before serving: the score must belong to the model the manifest describes.
-        manifest = verify_as_published(args.checkpoint)
+        manifest = verify_as_published(folder)
     except ContractError as err:
         print(f"serve: {err}", file=sys.stderr)
         return 2
-    thinking = manifest.enable_thinking if args.enable_thinking is None else args.enable_thinking
+    thinking = manifest.enable_thinking if settings.enable_thinking is None else settings.enable_thinking
     if thinking is None:
-        print(f"serve: {args.checkpoint}: the manifest does not record the thinking mode the policy trained in; "
+        print(f"serve: {folder}: the manifest does not record the thinking mode the policy trained in; "
               "pass --enable-thinking or --no-enable-thinking", file=sys.stderr)
         return 2
     cpu = cpu_build()
     argv_ = vllm_command(
-        str(args.checkpoint.resolve()),
-        args.served_model_name or served_model_name(manifest.run, manifest.step),
-        host=args.host,
-        port=args.port,
-        max_model_len=args.max_model_len,
-        extra=thinking_flags(thinking) + length_flags(args.max_new_tokens)
-        + (cpu_flags(args.vllm_args) if cpu else ()) + tuple(args.vllm_args),
+        str(folder.resolve()),
+        choice.served_model_name or served_model_name(manifest.run, manifest.step),
+        host=settings.host,
+        port=settings.port,
+        max_model_len=settings.max_model_len,
+        extra=thinking_flags(thinking) + length_flags(settings.max_new_tokens)
+        + (cpu_flags(choice.vllm_args) if cpu else ()) + tuple(choice.vllm_args),
     )
-    if args.dry_run:
+    if choice.dry_run:
         print(" ".join(argv_))
         return 0
     if cpu:

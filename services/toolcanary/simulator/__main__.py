@@ -15,11 +15,11 @@ import argparse
 import itertools
 import logging
 import sys
-from pathlib import Path
+from collections.abc import Sequence
 
 from toolcanary.contract import DifficultySettings
-from toolcanary.settings import add_flags
-from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
+from toolcanary.settings import add_flags, given, resolve_defaults
+from toolcanary.simulator.settings import BuildLibraryOptions, ServeCheck, SimulatorSettings, ValidateOptions
 
 EPILOG = """examples:
   python -m toolcanary.simulator serve --insecure --backend scripted --run demo --port 8300
@@ -44,35 +44,29 @@ BUILD_EPILOG = """examples:
 """
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The simulator's command line; `serve --help` shows the defaults of the mode `argv` chooses."""
     parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     verbs = parser.add_subparsers(dest="verb", required=True)
     serve = verbs.add_parser("serve", help="run the HTTP service", epilog=SERVE_EPILOG,
                              formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_flags(serve, SimulatorSettings, skip=(*ENV_ONLY, "upstreams"),
-              kinds={"temperature": str, "frequency_penalty": str})
-    serve.add_argument("--upstream", dest="upstreams", action="extend", nargs="+", default=None, metavar="URL",
-                       help="OpenAI-compatible base URL(s); several after one flag or the flag repeated (llm backend)")
-    serve.add_argument("--check", action="store_true",
-                       help="check the settings (in mode trustee, the TRUSTEE checkout and its library) and exit "
-                            "without serving: exit 0 when they hold, 2 with the reason")
+    add_flags(serve, SimulatorSettings, defaults=resolve_defaults(SimulatorSettings, argv))
+    add_flags(serve, ServeCheck)
     check = verbs.add_parser("validate", help="check a library and that gold trajectories earn reward 1",
                              epilog=VALIDATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    check.add_argument("--library", type=Path, default=None, help="library JSON (default: the packaged one)")
-    check.add_argument("--tasks", type=int, default=300, help="tasks to generate and check (default: 300)")
-    check.add_argument("--seed", type=int, default=0, help="scripted seed (default: 0)")
+    add_flags(check, ValidateOptions)
     build = verbs.add_parser("build-library", help="write the default library JSON from the catalog modules",
                              epilog=BUILD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    build.add_argument("--out", type=Path, default=None, help="where to write (default: the packaged file)")
-    build.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when it differs")
+    add_flags(build, BuildLibraryOptions)
     return parser
 
 
 def build_library(args: argparse.Namespace) -> int:
     from toolcanary.simulator.library_builder import build_or_check
 
-    status, line = build_or_check(args.out, args.check)
+    options = BuildLibraryOptions.of(args)
+    status, line = build_or_check(options.out, options.check)
     print(line, file=sys.stderr if status else sys.stdout)
     return status
 
@@ -87,12 +81,11 @@ def serve(args: argparse.Namespace) -> int:
     from toolcanary.simulator.app import create_app
     from toolcanary.simulator.server import serve as serve_http
 
-    overrides = {k: v for k, v in vars(args).items() if k not in ("verb", "check")}
-    settings = SimulatorSettings.from_env(**overrides)
+    settings = SimulatorSettings.from_env(**given(args, SimulatorSettings))
     if not settings.token and not settings.insecure:
         print(f"error: {NO_TOKEN}", file=sys.stderr)
         return 2
-    if args.check:
+    if ServeCheck.of(args).check:
         from toolcanary.simulator.library_index import LibraryIndex
 
         index = LibraryIndex(settings.library)
@@ -116,27 +109,29 @@ def validate(args: argparse.Namespace) -> int:
     from toolcanary.simulator.scripted import gold_trajectory, make_task
     from toolcanary.simulator.scripted.roles import verify
 
-    index = LibraryIndex(args.library or DEFAULT_LIBRARY_PATH)
+    options = ValidateOptions.of(args)
+    index = LibraryIndex(options.library or DEFAULT_LIBRARY_PATH)
     print(f"{index.path}: {len(index.categories)} categories, {index.describe()}")
     if index.left_out:
         print(f"left out: {index.left_out_summary()}")
     grid = itertools.cycle(itertools.product(range(1, 11), range(1, 4), range(3), range(3), range(3), [True, False]))
     failures = 0
-    for number in tqdm(range(args.tasks), desc="gold trajectories", unit="task"):
+    for number in tqdm(range(options.tasks), desc="gold trajectories", unit="task"):
         tools, calls, persona, ambiguity, turns, call_expected = next(grid)
         difficulty = DifficultySettings(num_tools=tools, expected_calls=calls, user_persona=persona,
                                         query_ambiguity=ambiguity, expected_turns=turns, call_expected=call_expected)
-        task = make_task(index, difficulty, f"validate-{number}", args.seed, abstain=not call_expected)
+        task = make_task(index, difficulty, f"validate-{number}", options.seed, abstain=not call_expected)
         verdict = verify(task, gold_trajectory(task, index), 5)
         if verdict.reward != 1:
             failures += 1
             print(f"FAIL {task.task_id}: gold reward {verdict.reward}: {verdict.reasoning}", file=sys.stderr)
-    print(f"{args.tasks - failures}/{args.tasks} gold trajectories earn reward 1")
+    print(f"{options.tasks - failures}/{options.tasks} gold trajectories earn reward 1")
     return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parser(argv).parse_args(argv)
     try:
         return {"serve": serve, "validate": validate, "build-library": build_library}[args.verb](args)
     except ValueError as err:  # a ContractError is a ValueError

@@ -10,40 +10,30 @@ which the container health check and the trainer's pre-flight use; `/v1/ready` i
 the bearer token, so one request tells the trainer the token is accepted too. Every health answer names the
 mode the simulator plays (and, in mode trustee, the TRUSTEE commit), which the trainer checks against its own.
 
-The tool, user, verify and gold calls take a direct path (`RoleCalls`): they are the hot loop of training
-(the task route runs once per GRPO group), so a POST to one of them goes through the same guards and then
-straight to the service, without Starlette's middleware stack, routing and FastAPI's per-request dependency
-solving: the body is validated from its bytes by the contract model and the answer serialised straight to
-bytes. The routes are still declared on the FastAPI app, so /docs and the OpenAPI schema list them as usual,
-and a body that fails the fast parse is parsed again the way FastAPI parses it, so a 422 names the same
-fields in the same words as on every other route; every other answer (401, 413, 422, 500) is the same
-function's as on the FastAPI path.
+Every request takes one path: the middleware `HttpLimits` (token, body size, JSON depth and text, installed
+once), FastAPI's router, the route, the app's exception handlers. The POST routes (task, tool, user, verify,
+gold) are `ContractRoute`s: their body is validated by pydantic straight from the bytes and their answer
+serialised by pydantic, past FastAPI's per-request dependency solving (the tool, user and verify calls are the
+hot loop of training); a bad body gets the 422 FastAPI would list for it (`contract_route`).
 
 Status codes: 200 for every role call, aborted or not (the outcome is in the body); 401 without the bearer
 token; 409 for a task key reused with other settings; 413 for an oversized body; 422 naming the bad field (at
-most `MAX_ERRORS` of them, each input cut to 200 characters), for JSON nested deeper than `max_json_depth`,
-or for a tool/user/verify/gold request whose `task_key` this simulator never issued; 500 only for an
-infrastructure fault outside the backend (e.g. the record file cannot be written); 503 from readiness while it fails (the body names each failing check: an
-upstream and its error, the record folder). No error body names a path on the server.
+most `contract_route.MAX_ERRORS`, 20, of them, each input cut to 200 characters), for JSON nested deeper than
+`max_json_depth`, or for a tool/user/verify/gold request whose `task_key` this simulator never issued; 500
+only for an infrastructure fault outside the backend (e.g. the record file cannot be written); 503 from
+readiness while it fails (the body names each failing check: an upstream and its error, the record folder).
+No error body names a path on the server.
 """
 
 from __future__ import annotations
 
-import email.message
-import json
 import logging
 import os
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
-from fastapi import FastAPI, Request
-from fastapi.dependencies.utils import request_body_to_args
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
-from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
-from starlette.responses import Response
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolcanary.contract import (
     CONTRACT_VERSION,
@@ -61,21 +51,17 @@ from toolcanary.contract import (
 )
 from toolcanary.contract.simulator_api import ErrorBody
 from toolcanary.simulator.backend import Backend
-from toolcanary.simulator.guards import GuardMiddleware
+from toolcanary.simulator.contract_route import ContractRoute, validation_error_response
+from toolcanary.simulator.http_limits import HttpLimits
 from toolcanary.simulator.library_index import LibraryIndex
-from toolcanary.simulator.metrics import Metrics
+from toolcanary.simulator.metrics import EXPOSITION_CONTENT_TYPE, Metrics
 from toolcanary.simulator.records import RecordStore
 from toolcanary.simulator.service import SimulatorService, TaskNotIssued
 from toolcanary.simulator.settings import SimulatorSettings
 from toolcanary.simulator.task_registry import TaskKeyConflict
 
-if TYPE_CHECKING:
-    from fastapi._compat import ModelField
-
 log = logging.getLogger(__name__)
 _ERRORS = {code: {"model": ErrorBody} for code in (401, 409, 413, 422)}
-ROLE_PATHS = frozenset({"/v1/tool", "/v1/user", "/v1/verify", "/v1/gold"})
-MAX_ERRORS = 20  # a 422 lists at most this many field errors (a huge bad body must not get a huger answer)
 
 
 def build_backend(settings: SimulatorSettings, index: LibraryIndex, metrics: Metrics) -> Backend:
@@ -86,26 +72,6 @@ def build_backend(settings: SimulatorSettings, index: LibraryIndex, metrics: Met
     from toolcanary.simulator.scripted import ScriptedBackend
 
     return ScriptedBackend(index, settings.seed)
-
-
-def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-    detail = []
-    errors = exc.errors()
-    for error in errors[:MAX_ERRORS]:
-        loc, kind = error.get("loc", ()), error.get("type", "")
-        if kind == "json_invalid":
-            position = loc[1] if len(loc) > 1 else "?"
-            detail.append({"field": "body", "expected": f"valid JSON (decode error at position {position})",
-                           "type": kind, "got": str(error.get("ctx", {}).get("error", ""))[:200]})
-            continue
-        field = ".".join(str(part) for part in loc if part != "body") or "body"
-        detail.append({"field": field, "expected": error.get("msg", ""), "type": kind,
-                       "got": repr(error.get("input"))[:200]})
-    first = detail[0] if detail else {"field": "body", "expected": "a JSON body", "got": "nothing"}
-    more = f"; {len(errors)} errors in all, the first {MAX_ERRORS} listed" if len(errors) > MAX_ERRORS else ""
-    message = (f"invalid request: field '{first['field']}': {first['expected']} (got {first['got']}){more}; "
-               "see /docs for the request schema")
-    return JSONResponse(status_code=422, content=ErrorBody(error=message, detail=detail).model_dump())
 
 
 def _not_issued(exc: TaskNotIssued) -> JSONResponse:
@@ -121,87 +87,6 @@ def _fault(exc: Exception) -> JSONResponse:
     log.error("simulator fault outside a role call", exc_info=exc)
     return JSONResponse(status_code=500, content=ErrorBody(
         error=f"simulator fault: {type(exc).__name__}; see the service log for the cause").model_dump())
-
-
-def _is_json(content_type: str | None) -> bool:
-    """Whether FastAPI parses a body of this content type as JSON (application/json or application/*+json)."""
-    if not content_type:
-        return False
-    header = email.message.Message()
-    header["content-type"] = content_type
-    subtype = header.get_content_subtype()
-    return header.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
-
-
-async def _parse_as_fastapi(field: ModelField, body: bytes, content_type: str | None) -> BaseModel:
-    """`body` parsed and validated by FastAPI's own code for a body parameter, raising the
-    RequestValidationError FastAPI raises, so that a refused request gets the same 422 as on any route."""
-    value: object = None
-    if body:
-        value = body
-        if _is_json(content_type):
-            try:
-                value = json.loads(body)
-            except json.JSONDecodeError as err:
-                raise RequestValidationError([{"type": "json_invalid", "loc": ("body", err.pos),
-                                               "msg": "JSON decode error", "input": {}, "ctx": {"error": err.msg}}],
-                                             body=err.doc) from err
-    values, errors = await request_body_to_args([field], value, embed_body_fields=False)
-    if errors:
-        raise RequestValidationError(errors, body=value)
-    return values[field.name]
-
-
-class RoleCalls:
-    """The ASGI app answering POSTs to the role routes: the contract model parses the body bytes, the endpoint
-    answers, the answer is serialised to bytes; refusals and faults get the FastAPI path's answers."""
-
-    def __init__(self, routes: dict[str, APIRoute]) -> None:
-        self.routes = {path: (route.body_field, route.endpoint) for path, route in routes.items()}
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        field, endpoint = self.routes[scope["path"]]
-        model: type[BaseModel] = field.field_info.annotation
-        chunks, more = [], True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunks.append(message.get("body", b""))
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        content_type = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"content-type"), None)
-        try:
-            parsed = None
-            if body and (content_type == "application/json" or str(content_type).startswith("application/json;")):
-                try:
-                    parsed = model.model_validate_json(body)
-                except ValidationError:
-                    pass  # parsed again below, so that the 422 names the problem as FastAPI does
-            if parsed is None:
-                parsed = await _parse_as_fastapi(field, body, content_type)
-            answer: BaseModel = await endpoint(parsed)
-            response = Response(answer.model_dump_json(), media_type="application/json")
-        except RequestValidationError as exc:
-            response = _validation_error(None, exc)
-        except TaskNotIssued as exc:
-            response = _not_issued(exc)
-        except Exception as exc:  # noqa: BLE001 - answered as the FastAPI path answers it: a logged 500
-            response = _fault(exc)
-        await response(scope, receive, send)
-
-
-class SimulatorApp(FastAPI):
-    """The FastAPI app, with POSTs to the role routes sent down the guarded `RoleCalls` path."""
-
-    role_calls: ASGIApp | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.role_calls is not None and scope["type"] == "http" and scope["method"] == "POST" \
-                and scope["path"] in ROLE_PATHS:
-            await self.role_calls(scope, receive, send)
-        else:
-            await super().__call__(scope, receive, send)
 
 
 def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> FastAPI:
@@ -226,10 +111,10 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
         store.close()
         service.registry.close()
 
-    app = SimulatorApp(title="ToolCanary simulator", version=CONTRACT_VERSION, lifespan=lifespan,
+    app = FastAPI(title="ToolCanary simulator", version=CONTRACT_VERSION, lifespan=lifespan,
                   description="Task author, tool, user and verifier for multi-turn tool-use RL.")
     app.state.service = service
-    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(RequestValidationError, lambda _, exc: validation_error_response(exc.errors()))
 
     @app.exception_handler(TaskKeyConflict)
     async def _conflict(_: Request, exc: TaskKeyConflict) -> JSONResponse:
@@ -239,6 +124,38 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
 
     app.add_exception_handler(TaskNotIssued, lambda _, exc: _not_issued(exc))
     app.add_exception_handler(Exception, lambda _, exc: _fault(exc))
+
+    # The role routes first: the router tries routes in order, and these take nearly every request.
+    roles = APIRouter(route_class=ContractRoute, responses=_ERRORS)
+
+    @roles.post("/v1/tool")
+    async def tool(request: ToolRequest) -> ToolResponse:
+        return await service.tool(request)
+
+    @roles.post("/v1/user")
+    async def user(request: UserRequest) -> UserResponse:
+        return await service.user(request)
+
+    @roles.post("/v1/verify")
+    async def verify(request: VerifyRequest) -> VerifyResponse:
+        return await service.verify(request)
+
+    @roles.post("/v1/task")
+    async def task(request: TaskRequest) -> TaskResponse:
+        return await service.task(request)
+
+    @roles.post("/v1/gold", summary="The ideal conversation for a task, played against the scripted tool and user roles")
+    async def gold(request: GoldRequest) -> GoldResponse:
+        # Any backend serves it: the gold agent plays against the scripted roles and this library's result hints.
+        from toolcanary.simulator.scripted import gold_trajectory
+
+        task = service.resolve(request.task_key)
+        try:
+            return GoldResponse(messages=gold_trajectory(task, index))
+        except RuntimeError as err:
+            return GoldResponse(outcome="aborted", abort_cause="validation", abort_detail=str(err)[:500])
+
+    app.include_router(roles)
 
     # Whose rules this process plays: the checkout's files were verified against trustee_commit and imported at
     # start, so that commit is the one played, whatever is checked out there later.
@@ -286,39 +203,8 @@ def create_app(settings: SimulatorSettings, backend: Backend | None = None) -> F
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> PlainTextResponse:
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+        return PlainTextResponse(metrics.render(), media_type=EXPOSITION_CONTENT_TYPE)
 
-    @app.post("/v1/task", response_model=TaskResponse, responses=_ERRORS)
-    async def task(request: TaskRequest) -> TaskResponse:
-        return await service.task(request)
-
-    @app.post("/v1/tool", response_model=ToolResponse, responses=_ERRORS)
-    async def tool(request: ToolRequest) -> ToolResponse:
-        return await service.tool(request)
-
-    @app.post("/v1/user", response_model=UserResponse, responses=_ERRORS)
-    async def user(request: UserRequest) -> UserResponse:
-        return await service.user(request)
-
-    @app.post("/v1/verify", response_model=VerifyResponse, responses=_ERRORS)
-    async def verify(request: VerifyRequest) -> VerifyResponse:
-        return await service.verify(request)
-
-    @app.post("/v1/gold", response_model=GoldResponse, responses=_ERRORS,
-              summary="The ideal conversation for a task, played against the scripted tool and user roles")
-    async def gold(request: GoldRequest) -> GoldResponse:
-        # Any backend serves it: the gold agent plays against the scripted roles and this library's result hints.
-        from toolcanary.simulator.scripted import gold_trajectory
-
-        task = service.resolve(request.task_key)
-        try:
-            return GoldResponse(messages=gold_trajectory(task, index))
-        except RuntimeError as err:
-            return GoldResponse(outcome="aborted", abort_cause="validation", abort_detail=str(err)[:500])
-
-    guards = {"max_body_bytes": settings.max_body_bytes, "token": settings.token,
-              "max_json_depth": settings.max_json_depth}
-    app.add_middleware(GuardMiddleware, **guards)
-    routes = {route.path: route for route in app.routes if isinstance(route, APIRoute) and route.path in ROLE_PATHS}
-    app.role_calls = GuardMiddleware(RoleCalls(routes), **guards)
+    app.add_middleware(HttpLimits, max_body_bytes=settings.max_body_bytes, token=settings.token,
+                       max_json_depth=settings.max_json_depth)
     return app

@@ -6,14 +6,14 @@
 
 Each line is a `RoleRecord`, under the append-only rule of `toolcanary.contract.append_only`: a service killed
 mid-write leaves at most one torn last line; the next service to open the file fences it off and starts on a
-fresh line, and readers skip it with a warning, so nothing answered is lost. A broken line that no writer fenced
-off is refused: the service does not start on records it cannot trust. A whole line that is not a RoleRecord
-(a record of another contract version, say) is skipped and counted.
+fresh line, and readers skip it with a warning, so nothing answered is lost. They are read back through the
+contract's one reader (`simulator_api.iter_recorded_tasks`), the one the contamination audit reads them with: a
+broken line that no writer fenced off is refused, so the service does not start on records it cannot trust; a
+whole line that is not a RoleRecord (a record of another contract version, say) is skipped and counted.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -33,24 +33,18 @@ from toolcanary.contract import (
     RoleRecord,
     SimulatedTask,
 )
-from toolcanary.contract.append_only import (
-    ReadLines,
-    append_text,
-    fence_torn_tail,
-    iter_lines,
-    json_line,
-    refused_line,
+from toolcanary.contract.append_only import append_text, fence_torn_tail, json_line
+from toolcanary.contract.simulator_api import (
+    LEFT_OUT_LISTED,
+    RoleRecordReading,
+    iter_recorded_tasks,
+    role_record_file,
 )
-from toolcanary.contract.simulator_api import LEFT_OUT_LISTED
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH, LibraryIndex
 from toolcanary.simulator.settings import SimulatorSettings
 
 log = logging.getLogger(__name__)
 MAX_OPEN_FILES = 8
-
-
-def step_file_name(step: int | None) -> str:
-    return "step_none.jsonl" if step is None else f"step_{step:04d}.jsonl"
 
 
 class RecordStore:
@@ -92,7 +86,7 @@ class RecordStore:
 
     def append(self, record: RoleRecord) -> Path:
         """Write one record and flush it to the operating system before returning."""
-        path = self.directory / step_file_name(record.step)
+        path = self.directory / role_record_file(record.step)
         line = json_line(record)
         with self._lock:
             handle = self._handle(path)
@@ -100,53 +94,36 @@ class RecordStore:
             handle.flush()
         return path
 
-    def iter_records(self, role: str | None = None) -> Iterator[RoleRecord]:
-        """Every record (of `role`, if given), file by file in name order, streamed.
-
-        Torn lines (a torn last line; torn lines a writer fenced off) are skipped with a warning and counted
-        in `skipped_lines`, as are whole lines that are not RoleRecords. A broken line that no writer fenced
-        off raises ContractError. With `role`, a whole line that names another role is skipped before it is
-        parsed, so reloading the tasks of a long run does not parse every tool call.
-        """
-        self.skipped_lines = 0
-        marker = f'"role":"{role}"' if role else ""
-        for path in sorted(self.directory.glob("step_*.jsonl")):
-            for number, line in iter_lines(path, reading := ReadLines()):
-                if marker and marker not in line.replace(" ", "") and '"role":' in line and line.endswith("}"):
-                    continue
-                try:
-                    raw = json.loads(line)
-                except json.JSONDecodeError:
-                    raise refused_line(path, number, "a JSON RoleRecord", line) from None
-                try:
-                    record = RoleRecord.model_validate(raw)
-                except ValidationError as err:
-                    self.skipped_lines += 1
-                    log.warning("skipping record %s:%d, not a RoleRecord (%s)", path.name, number, str(err)[:120])
-                    continue
-                if role is None or record.role == role:
-                    yield record
-            self.skipped_lines += len(reading.skipped)
-
     def iter_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask]]:
         """(requested difficulty, task) of every task answered before, in the order they were answered."""
         for asked, task, _ in self.iter_drawn_tasks():
             yield asked, task
 
     def iter_drawn_tasks(self) -> Iterator[tuple[DifficultySettings, SimulatedTask, str | None]]:
-        """`iter_tasks` with the draw each task was asked for (None: the request named none)."""
-        for record in self.iter_records("task"):
-            if record.outcome != "ok" or not record.response.get("task"):
-                continue
-            try:
-                task = SimulatedTask.model_validate(record.response["task"])
-                asked = DifficultySettings.model_validate(record.request["difficulty"])
-            except (KeyError, ValidationError) as err:
-                self.skipped_lines += 1
-                log.warning("skipping a task record that does not validate: %s", str(err)[:120])
-                continue
-            draw = record.request.get("draw")
-            yield asked, task, draw if isinstance(draw, str) else None
+        """`iter_tasks` with the draw each task was asked for (None: the request named none).
+
+        Lines that held a record and are left out (torn, not a RoleRecord, no valid task, no valid difficulty)
+        are counted in `skipped_lines` once the iteration ends; each was logged. Task calls that gave up are
+        not: they answered no task.
+
+        Raises:
+            ContractError: a broken line that no writer fenced off (`simulator_api.iter_role_records`).
+        """
+        reading = RoleRecordReading()
+        unusable = 0
+        try:
+            for record, task in iter_recorded_tasks(self.directory, reading):
+                try:
+                    asked = DifficultySettings.model_validate(record.request["difficulty"])
+                except (KeyError, ValidationError) as err:
+                    unusable += 1
+                    log.warning("skipping the record of task %s: its request holds no valid difficulty (%s)",
+                                task.task_id, str(err)[:120])
+                    continue
+                draw = record.request.get("draw")
+                yield asked, task, draw if isinstance(draw, str) else None
+        finally:
+            self.skipped_lines = reading.lost + unusable
 
     def close(self) -> None:
         with self._lock:

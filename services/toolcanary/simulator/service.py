@@ -137,8 +137,9 @@ class SimulatorService:
         return response
 
     def _record(self, role: str, request, response: Outcome, retries: int, backend: str) -> None:
-        # Built from values this process made and checked: validating them again would only cost time.
-        record = RoleRecord.model_construct(
+        # Validated like every line a reader will trust: a field this process got wrong fails here, loudly,
+        # instead of writing a line that the simulator's restart and the audit would skip.
+        record = RoleRecord(
             contract_version=CONTRACT_VERSION, time=datetime.now(UTC).isoformat(timespec="milliseconds"),
             run=self.settings.run, step=request.step, role=role, backend=backend,
             episode_id=request.episode_id, request=request.model_dump(mode="json"),

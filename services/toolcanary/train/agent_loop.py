@@ -331,5 +331,5 @@ class SimulatedEpisodeLoop(AgentLoopBase):
             response_mask=list(mask)[: self.response_length],
             response_logprobs=list(logprobs)[: self.response_length] if logprobs is not None else None,
             reward_score=record.reward, num_turns=record.num_turns + 1,
-            metrics=AgentLoopMetrics(), extra_fields={"episode": record.model_dump(mode="json")},
+            metrics=AgentLoopMetrics(), extra_fields={"episode": record},
         )

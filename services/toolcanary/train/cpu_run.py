@@ -1,7 +1,8 @@
 """The CPU embedded run: GRPO on the tiny policy against the scripted simulator, end to end.
 
 Per step: draw one task setting per GRPO group from the curriculum, run groups x n episodes through the
-agent loop with the transformers generation client, apply one GRPO update with verl's core_algos, append
+agent loop with the transformers generation client, apply the GRPO update with verl's core_algos (one optimizer
+step per mini-batch of `ppo_mini_batch_size` tasks, `ppo_epochs` times over the step), append
 the step's row to `train_metrics.csv` and its episodes to `episodes.jsonl`, move the curriculum, and every
 `save_every` steps save the trainer state and publish a checkpoint. A rerun with the same `--run`
 resumes from the last saved state. Step 0 (the starting policy, after the warm start) is published too.
@@ -32,8 +33,8 @@ from pathlib import Path
 
 import torch
 
-from toolcanary.contract.csv_schemas import WARM_START, WARM_START_COLUMNS
-from toolcanary.contract.training_files import EPISODES_FILE, HELD_OUT_FILE, write_held_out
+from toolcanary.contract.csv_schemas import TRAIN_METRICS, WARM_START, WARM_START_COLUMNS
+from toolcanary.contract.training_files import EPISODES_FILE, HELD_OUT_FILE, EpisodeRecord, write_held_out
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
@@ -155,7 +156,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                             no_call_fraction=settings.no_call_fraction, mode=settings.mode)
     rng = random.Random(settings.seed)
     torch.manual_seed(settings.seed)
-    metrics_csv, episodes_jsonl = results / "train_metrics.csv", results / EPISODES_FILE
+    metrics_csv, episodes_jsonl = results / TRAIN_METRICS, results / EPISODES_FILE
     start = 0
     saved = latest_state(settings.run_state())
     if saved is not None:
@@ -176,8 +177,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
     runner = EpisodeRunner(tokenizer, client, simulator_url=url, prompt_length=settings.prompt_length,
                            response_length=settings.response_length, enable_thinking=settings.enable_thinking,
                            loop_options=_loop_options(settings))
-    grpo = GrpoConfig(clip_ratio=settings.clip_ratio, kl_coef=settings.kl_coef, kl_type=settings.kl_type,
-                      loss_agg_mode=settings.loss_agg_mode)
+    grpo = GrpoConfig.of(settings)
     params = {"temperature": settings.temperature, "top_p": settings.top_p}
     update_threads = update_thread_count(settings.update_threads)
     published = []
@@ -208,7 +208,7 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                                    rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
                                    task_pool=settings.task_pool, seed=settings.seed)
                 outputs = runner.run_step(specs, params, progress=progress)
-                records = [o.extra_fields["episode"] for o in outputs]
+                records: list[EpisodeRecord] = [o.extra_fields["episode"] for o in outputs]
                 fatal = fatal_stop(step, records)
                 if fatal is not None:
                     raise fatal

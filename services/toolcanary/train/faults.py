@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from toolcanary.contract.simulator_api import ABORT_CAUSES
+from toolcanary.contract.training_files import EpisodeRecord
 
 # Causes no retry can fix: a step that met one stops the run at once.
 FATAL_CAUSES = ("auth",)
@@ -38,25 +39,25 @@ class TrainingStopped(RuntimeError):
         super().__init__(f"training stopped: {reason}. {fix}")
 
 
-def abort_counts(records: Iterable[dict]) -> dict[str, int]:
+def abort_counts(records: Iterable[EpisodeRecord]) -> dict[str, int]:
     """Aborted episodes by cause, every cause of the contract present (0 when none)."""
-    counts = Counter(r.get("abort_cause") or "upstream" for r in records if r.get("outcome") == "aborted")
+    counts = Counter(r.abort_cause or "upstream" for r in records if r.outcome == "aborted")
     unknown = set(counts) - set(ABORT_CAUSES)
     if unknown:  # an agent loop that invents a cause would vanish from the metrics: refuse instead
         raise ValueError(f"abort causes {sorted(unknown)} are not among the contract's {list(ABORT_CAUSES)}")
     return {cause: counts.get(cause, 0) for cause in ABORT_CAUSES}
 
 
-def _by_cause(records: list[dict]) -> str:
+def _by_cause(records: list[EpisodeRecord]) -> str:
     """'upstream 44 (tool 30, task 14), timeout 3': causes by count, each with its roles."""
     causes: Counter[str] = Counter()
     roles: dict[str, Counter[str]] = {}
     for record in records:
-        if record.get("outcome") != "aborted":
+        if record.outcome != "aborted":
             continue
-        cause = record.get("abort_cause") or "upstream"
+        cause = record.abort_cause or "upstream"
         causes[cause] += 1
-        roles.setdefault(cause, Counter())[record.get("abort_role") or "?"] += 1
+        roles.setdefault(cause, Counter())[record.abort_role or "?"] += 1
     parts = []
     for cause, count in causes.most_common():
         detail = ", ".join(f"{role} {n}" for role, n in roles[cause].most_common())
@@ -64,17 +65,17 @@ def _by_cause(records: list[dict]) -> str:
     return ", ".join(parts) or "none"
 
 
-def _example(records: list[dict], causes: Iterable[str]) -> str:
+def _example(records: list[EpisodeRecord], causes: Iterable[str]) -> str:
     wanted = set(causes)
     for record in records:
-        if record.get("outcome") == "aborted" and (record.get("abort_cause") or "upstream") in wanted:
-            return str(record.get("abort_detail") or "")[:300]
+        if record.outcome == "aborted" and (record.abort_cause or "upstream") in wanted:
+            return str(record.abort_detail or "")[:300]
     return ""
 
 
-def fatal_stop(step: int, records: list[dict]) -> TrainingStopped | None:
+def fatal_stop(step: int, records: list[EpisodeRecord]) -> TrainingStopped | None:
     """The stop for a step in which the simulator refused the trainer's token, if it did."""
-    fatal = [r for r in records if r.get("outcome") == "aborted" and r.get("abort_cause") in FATAL_CAUSES]
+    fatal = [r for r in records if r.outcome == "aborted" and r.abort_cause in FATAL_CAUSES]
     if not fatal:
         return None
     return TrainingStopped(
@@ -99,12 +100,12 @@ class CircuitBreaker:
         if max_aborted_steps < 1:
             raise ValueError(f"max_aborted_steps: expected at least 1, got {max_aborted_steps}")
         self.max_aborted_frac, self.max_aborted_steps = max_aborted_frac, max_aborted_steps
-        self.streak: list[tuple[int, float, list[dict]]] = []
+        self.streak: list[tuple[int, float, list[EpisodeRecord]]] = []
         self.stop: TrainingStopped | None = None
 
-    def observe(self, step: int, records: list[dict]) -> TrainingStopped | None:
+    def observe(self, step: int, records: list[EpisodeRecord]) -> TrainingStopped | None:
         """Fold in one finished step; returns the stop once the breaker has tripped."""
-        aborted = sum(r.get("outcome") == "aborted" for r in records)
+        aborted = sum(r.outcome == "aborted" for r in records)
         share = aborted / len(records) if records else 1.0
         if share > self.max_aborted_frac:
             self.streak.append((step, share, records))
@@ -120,8 +121,8 @@ class CircuitBreaker:
         shares = ", ".join(f"step {s}: {share:.0%}" for s, share, _ in steps)
         empty = [s for s, _, rs in steps if not rs]
         causes = _by_cause(records) + (f"; steps {empty} left no episode record at all" if empty else "")
-        dominant = [c for c, _ in Counter((r.get("abort_cause") or "upstream") for r in records
-                                          if r.get("outcome") == "aborted").most_common(1)]
+        dominant = [c for c, _ in Counter((r.abort_cause or "upstream") for r in records
+                                          if r.outcome == "aborted").most_common(1)]
         example = _example(records, dominant)
         return TrainingStopped(
             f"circuit breaker: {len(steps)} steps in a row aborted more than {self.max_aborted_frac:.0%} of their "

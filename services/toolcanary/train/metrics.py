@@ -1,7 +1,10 @@
-"""Per-step training metrics from the step's episode records, and the two files they go to.
+"""Per-step training metrics from the step's episode records and its update, and the two files they go to.
 
 `train_metrics.csv` holds exactly the contract's `TRAIN_METRICS_COLUMNS`, one row per step;
-`episodes.jsonl` beside it holds one `EpisodeRecord` per line. Reward statistics count every episode at the
+`episodes.jsonl` beside it holds one `EpisodeRecord` per line. The update's columns (`UpdateStats`: KL,
+entropy, policy loss, clip fraction, gradient norm, mean absolute advantage) are the CPU update's means over
+its optimizer steps; the GPU trainer leaves them empty ("not measured": verl logs its own actor metrics to
+its logger, under `actor/`). Reward statistics count every episode at the
 reward its record holds (an aborted one: 0 in the toolcanary mode, its verified reward in the trustee mode, as
 TRUSTEE's batch mean that drives the curriculum); behaviour statistics (turns, call
 share, lengths) count only episodes that finished, since an aborted one stopped early for a reason
@@ -17,13 +20,33 @@ needs a lock between processes.
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from statistics import fmean, pstdev
 
 from toolcanary.contract import training_files
 from toolcanary.contract.append_only import append_text, iter_lines, refused_line, rewrite_lines
 from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS
+from toolcanary.contract.training_files import EpisodeRecord
 from toolcanary.train.faults import abort_counts
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one step's update measured, each a mean over its optimizer steps (NaN: not measured)."""
+
+    kl: float = math.nan
+    """Low-variance KL of the policy to the frozen reference (the KL loss before its coefficient)."""
+    entropy: float = math.nan
+    """Token-mean entropy of the policy over the trained tokens."""
+    pg_loss: float = math.nan
+    """verl's clipped policy-gradient loss."""
+    pg_clipfrac: float = math.nan
+    """Share of trained tokens whose ratio the clip range cut (0 in the first optimizer step of a step)."""
+    grad_norm: float = math.nan
+    """Gradient norm before clipping to `max_grad_norm`."""
+    advantage_abs_mean: float = math.nan
+    """Mean absolute GRPO advantage over the trained tokens (0: no group had a reward spread to learn from)."""
 
 
 def _mean(values: list[float]) -> float:
@@ -34,31 +57,31 @@ def _ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator if denominator else math.nan
 
 
-def step_row(step: int, records: list[dict], *, level: int, update: dict[str, float],
+def step_row(step: int, records: list[EpisodeRecord], *, level: int, update: UpdateStats | None = None,
              step_seconds: float) -> dict[str, float]:
-    """The `train_metrics.csv` row of one step."""
-    rewards = [float(r["reward"]) for r in records]
-    done = [r for r in records if r["outcome"] == "ok"]
+    """The `train_metrics.csv` row of one step (`update` None: a trainer that measured none of it)."""
+    update = update or UpdateStats()
+    rewards = [float(r.reward) for r in records]
+    done = [r for r in records if r.outcome == "ok"]
     row = {
         "step": step,
         "reward_mean": _mean(rewards),
         "reward_std": pstdev(rewards) if rewards else math.nan,
         "aborted_frac": _ratio(len(records) - len(done), len(records)),
         "curriculum_level": level,
-        "tool_call_turns_mean": _mean([r["tool_call_turns"] for r in done]),
-        "response_turns_mean": _mean([r["response_turns"] for r in done]),
-        "tool_call_share": _ratio(sum(r["tool_call_turns"] for r in done), sum(r["assistant_turns"] for r in done)),
-        "no_call_episode_frac": _ratio(sum(r["tool_call_turns"] == 0 for r in done), len(done)),
-        "tool_turns_mean": _mean([r["tool_turns"] for r in done]),
-        "user_turns_mean": _mean([r["user_turns"] for r in done]),
-        "tool_reward_mean": _mean([x for r in done for x in r["tool_rewards"]]),
-        "user_reward_mean": _mean([x for r in done for x in r["user_rewards"]]),
-        "invalid_call_frac": _ratio(sum(r["invalid_calls"] for r in done), sum(r["calls"] for r in done)),
-        "response_length_mean": _mean([r["response_length"] for r in done]),
-        "num_turns_mean": _mean([r["num_turns"] for r in done]),
-        "kl": update.get("kl", math.nan),
-        "entropy": update.get("entropy", math.nan),
-        "simulator_tokens": sum(r["simulator_tokens"] for r in records),
+        "tool_call_turns_mean": _mean([r.tool_call_turns for r in done]),
+        "response_turns_mean": _mean([r.response_turns for r in done]),
+        "tool_call_share": _ratio(sum(r.tool_call_turns for r in done), sum(r.assistant_turns for r in done)),
+        "no_call_episode_frac": _ratio(sum(r.tool_call_turns == 0 for r in done), len(done)),
+        "tool_turns_mean": _mean([r.tool_turns for r in done]),
+        "user_turns_mean": _mean([r.user_turns for r in done]),
+        "tool_reward_mean": _mean([x for r in done for x in r.tool_rewards]),
+        "user_reward_mean": _mean([x for r in done for x in r.user_rewards]),
+        "invalid_call_frac": _ratio(sum(r.invalid_calls for r in done), sum(r.calls for r in done)),
+        "response_length_mean": _mean([r.response_length for r in done]),
+        "num_turns_mean": _mean([r.num_turns for r in done]),
+        **asdict(update),
+        "simulator_tokens": sum(r.simulator_tokens for r in records),
         "step_seconds": step_seconds,
         **{f"aborted_{cause}": count for cause, count in abort_counts(records).items()},
     }
@@ -79,15 +102,15 @@ def append_metrics_row(path: Path, row: dict[str, float]) -> None:
     append_line(path, ",".join(cells) + "\n", header=",".join(TRAIN_METRICS_COLUMNS))
 
 
-def append_episodes(path: Path, records: list[dict]) -> None:
+def append_episodes(path: Path, records: list[EpisodeRecord]) -> None:
     """Append the records to an episode file (`toolcanary.contract.training_files`), fsynced."""
     training_files.append_episodes(path, records)
 
 
-def read_episodes(path: Path) -> list[dict]:
-    """The episode records of a JSONL file as plain dicts, under the append-only rule (torn lines skipped with
-    a warning); a line that is not an `EpisodeRecord` is a ContractError."""
-    return [record.model_dump(mode="json") for record in training_files.read_episodes(path)]
+def read_episodes(path: Path) -> list[EpisodeRecord]:
+    """The episode records of a JSONL file, under the append-only rule (torn lines skipped with a warning); a
+    line that is not an `EpisodeRecord` is a ContractError."""
+    return training_files.read_episodes(path)
 
 
 def drop_steps_after(metrics: Path, episodes: Path | None, step: int) -> None:

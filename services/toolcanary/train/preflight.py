@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 from pydantic import ValidationError
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay
 
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.simulator_api import ErrorBody, Health
@@ -194,24 +195,28 @@ def wait_ready(url: str, wait_s: float, *, before: str = "the next step", poll_s
     Raises:
         SimulatorNotReady: fatal at once; not ready after `wait_s`, naming the last problem.
     """
-    deadline = time.monotonic() + wait_s
-    delay, waited_since = poll_s, None
-    while True:
-        try:
-            health = check_simulator(url, timeout_s=timeout_s, rules=rules)
-        except SimulatorNotReady as err:
-            if err.fatal:
-                raise
-            now = time.monotonic()
-            if waited_since is None:
-                waited_since = now
-                logger.warning("%s; waiting up to %g s before %s", err.reason, wait_s, before)
-            if now >= deadline:
-                raise SimulatorNotReady(f"{err.reason}, for {now - waited_since:.0f} s before {before}", err.fix,
-                                        fatal=False) from None
-            time.sleep(min(delay * random.uniform(0.5, 1.0), max(0.0, deadline - now)))
-            delay = min(delay * 2, 15.0)
-            continue
-        if waited_since is not None:
-            logger.info("the simulator at %s is ready again after %.1f s", url, time.monotonic() - waited_since)
-        return health
+    waited_since: list[float] = []
+
+    def first_failure(state: RetryCallState) -> None:
+        if not waited_since:
+            waited_since.append(time.monotonic())
+            logger.warning("%s; waiting up to %g s before %s", state.outcome.exception().reason, wait_s, before)
+
+    def backoff(state: RetryCallState) -> float:
+        # Doubling from poll_s, at most 15 s, jittered so that restarted trainers do not poll in step, and
+        # never past the deadline.
+        delay = poll_s if state.attempt_number == 1 else min(poll_s * 2 ** (state.attempt_number - 1), 15.0)
+        return min(delay * random.uniform(0.5, 1.0), max(0.0, wait_s - state.seconds_since_start))
+
+    retrying = Retrying(retry=retry_if_exception(lambda err: isinstance(err, SimulatorNotReady) and not err.fatal),
+                        stop=stop_after_delay(wait_s), wait=backoff, after=first_failure, reraise=True)
+    try:
+        health = retrying(check_simulator, url, timeout_s=timeout_s, rules=rules)
+    except SimulatorNotReady as err:
+        if err.fatal:
+            raise
+        raise SimulatorNotReady(f"{err.reason}, for {time.monotonic() - waited_since[0]:.0f} s before {before}",
+                                err.fix, fatal=False) from None
+    if waited_since:
+        logger.info("the simulator at %s is ready again after %.1f s", url, time.monotonic() - waited_since[0])
+    return health

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.run_id import RunId
 from toolcanary.contract.trustee_checkout import CommitId, pinned_commit
-from toolcanary.settings import ServiceSettings, env, project_root, volume
+from toolcanary.settings import Presets, ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
 ENV_PREFIX = "TOOLCANARY_TRAIN_"
@@ -29,8 +29,25 @@ def _shared(name: str) -> Any:
     return env(f"TOOLCANARY_{name}", f"{ENV_PREFIX}{name}")
 
 
+# Settings a named policy changes (below env and flags). SmolLM2 is 860x the tiny policy's parameters: a CPU step
+# is compute-bound there, so both cores help; a call in its 49k vocabulary takes many more tokens; a pretrained
+# model wants a much smaller step size. Its warm start imitates 48 fresh first-level tasks (calls, clarifying
+# questions and, for a fifth of them, declines), not the tiny policy's pool of 8: the demo scores it on BFCL's
+# unseen tools, so it must learn the call format, not 8 tasks; and GRPO then draws fresh tasks too (LOG.md).
+# The tiny policy's layers are 64 wide: its update is hundreds of small kernels per sequence, which a second
+# OpenMP thread barely shortens and, when another process holds the other core, slows down (LOG.md).
+POLICY_PRESETS: dict[str, dict] = {
+    "tiny": {"update_threads": 1},
+    "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6, "task_pool": 0,
+                "warm_start_tasks": 48, "warm_start_no_call_fraction": 0.2, "warm_start_steps": 30,
+                "warm_start_lr": 1e-4},
+}
+
+
 class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     """Settings of one CPU training run (the GPU recipe carries its own in recipes/); descriptions are the CLI help."""
+
+    presets: ClassVar[Presets] = Presets(("policy",), {(name,): values for name, values in POLICY_PRESETS.items()})
 
     run: RunId = Field("cpu-demo", description="run id: checkpoints, results and trainer state go under it")
     steps: int = Field(2, description="GRPO steps")
@@ -54,11 +71,20 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     # process is allowed; the tiny policy's preset keeps one (POLICY_PRESETS says why).
     update_threads: int = Field(0, description="torch's CPU threads during the GRPO update (0: every core the "
                                                "process may use)")
-    # GRPO: tasks x n episodes per step, one on-policy update, verl's clipped loss plus low-variance KL.
+    # GRPO: tasks x n episodes per step, verl's clipped loss plus low-variance KL, one optimizer step per
+    # mini-batch. TRUSTEE's recipe takes 4 optimizer steps per step (16 tasks, mini-batches of 4); one task per
+    # mini-batch gives the CPU default of 4 tasks the same 4, and with them a ratio that moves and clips.
     tasks_per_step: int = Field(4, description="tasks per GRPO step")
     rollouts_per_task: int = Field(4, description="episodes per task (the GRPO group)")
     lr: float = Field(1e-4, description="learning rate of the GRPO update")
-    clip_ratio: float = Field(0.2, description="PPO clip ratio")
+    ppo_mini_batch_size: int = Field(1, description="tasks (whole GRPO groups) per optimizer step of the update "
+                                                    "(verl's actor.ppo_mini_batch_size); 0: the whole step in one "
+                                                    "optimizer step, where the ratio stays 1 and --clip-ratio clips "
+                                                    "nothing")
+    ppo_epochs: int = Field(1, description="passes over the step's mini-batches (verl's actor.ppo_epochs)")
+    clip_ratio: float = Field(0.2, description="PPO clip ratio: bounds the ratio of the policy to the one that "
+                                               "sampled the step from the second optimizer step of a step on "
+                                               "(--ppo-mini-batch-size, --ppo-epochs)")
     kl_coef: float = Field(0.001, description="weight of the KL loss")
     kl_type: str = Field("low_var_kl", description="verl's KL estimator")
     loss_agg_mode: str = Field("seq-mean-token-mean", description="verl's loss aggregation (seq-mean-token-mean: "
@@ -116,10 +142,6 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                         "check stops it)")
 
     @classmethod
-    def preset(cls, values: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(POLICY_PRESETS.get(str(values.get("policy", "tiny")), {}))
-
-    @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> TrainSettings:
         """Defaults, the policy's preset, environment variables, then `overrides` (CLI flags that were given)."""
         settings = super().from_env(environ, **overrides)
@@ -127,9 +149,12 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         return settings
 
     def validate(self) -> None:
-        for name in ("steps", "save_every", "tasks_per_step", "rollouts_per_task", "max_turn_tokens"):
+        for name in ("steps", "save_every", "tasks_per_step", "rollouts_per_task", "max_turn_tokens", "ppo_epochs"):
             if getattr(self, name) < 1:
                 raise ContractError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
+        if self.ppo_mini_batch_size < 0:
+            raise ContractError("--ppo-mini-batch-size", "tasks per optimizer step, >= 0 (0: the whole step)",
+                                repr(self.ppo_mini_batch_size))
         if self.rollouts_per_task < 2:
             raise ContractError("--rollouts-per-task", "at least 2 (GRPO needs a group)", repr(self.rollouts_per_task))
         if not 0 <= self.max_aborted_frac < 1:
@@ -163,18 +188,3 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
     def run_state(self) -> Path:
         return self.runs_dir / self.run / "trainer"
-
-
-# Settings a named policy changes (below env and flags). SmolLM2 is 860x the tiny policy's parameters: a CPU step
-# is compute-bound there, so both cores help; a call in its 49k vocabulary takes many more tokens; a pretrained
-# model wants a much smaller step size. Its warm start imitates 48 fresh first-level tasks (calls, clarifying
-# questions and, for a fifth of them, declines), not the tiny policy's pool of 8: the demo scores it on BFCL's
-# unseen tools, so it must learn the call format, not 8 tasks; and GRPO then draws fresh tasks too (LOG.md).
-# The tiny policy's layers are 64 wide: its update is hundreds of small kernels per sequence, which a second
-# OpenMP thread barely shortens and, when another process holds the other core, slows down (LOG.md).
-POLICY_PRESETS: dict[str, dict] = {
-    "tiny": {"update_threads": 1},
-    "smollm2": {"torch_threads": 2, "max_turn_tokens": 128, "tasks_per_step": 2, "lr": 1e-6, "task_pool": 0,
-                "warm_start_tasks": 48, "warm_start_no_call_fraction": 0.2, "warm_start_steps": 30,
-                "warm_start_lr": 1e-4},
-}

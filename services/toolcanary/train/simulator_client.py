@@ -31,6 +31,7 @@ from typing import TypeVar
 
 import aiohttp
 from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 
 from toolcanary.contract.simulator_api import (
     GoldRequest,
@@ -104,43 +105,60 @@ class SimulatorClient:
     async def _post(self, path: str, request: BaseModel, kind: type[R], timeout: float) -> R:
         body = request.model_dump(mode="json", exclude_none=True)
         started = time.monotonic()
-        cause, detail = "upstream", ""
         if self.refused is not None:
             return kind(outcome="aborted", abort_cause="auth", abort_detail=self.refused, latency_s=0.0)
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.retried += 1
-                # Doubling, with jitter so that the episodes of a step do not come back all at once.
-                await asyncio.sleep(self.backoff_s * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
-            try:
-                async with self._limit:
-                    self.calls += 1
-                    async with self._http.post(f"{self.base_url}{path}", json=body,
-                                               timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
-                        status, text = answer.status, await answer.text()
-            except TimeoutError as err:
-                cause, detail = "timeout", f"{path}: no answer within {timeout:g} s ({type(err).__name__})"
-                continue
-            except aiohttp.ClientError as err:
-                cause, detail = "upstream", f"{path}: {type(err).__name__}: {err}"
-                continue
-            if status >= 500 or status in (408, 429):
-                cause, detail = "upstream", f"{path}: HTTP {status}: {text[:300]}"
-                continue
-            if status in (401, 403):
-                cause, detail = "auth", f"{path}: HTTP {status}: {text[:300]}"
-                self.refused = detail
-                break
-            if status >= 400:
-                # This one request is wrong (too large, malformed, a reused key); repeating it cannot help.
-                cause = "too_large" if status == 413 else "rejected"
-                detail = f"{path}: HTTP {status}: {text[:300]}"
-                break
-            try:
-                return kind.model_validate_json(text)
-            except (ValueError, ValidationError) as err:
-                cause, detail = "parse", f"{path}: an answer that is not a {kind.__name__}: {str(err)[:300]}"
-                break
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.retries + 1), wait=self._backoff,
+                                 retry=retry_if_exception_type(_Transient), before_sleep=self._count_retry,
+                                 reraise=True)
+        try:
+            status, text = await retrying(self._send, path, body, timeout)
+        except _Transient as err:
+            return self._aborted(kind, err.cause, err.detail, started)
+        if status in (401, 403):
+            self.refused = f"{path}: HTTP {status}: {text[:300]}"
+            return self._aborted(kind, "auth", self.refused, started)
+        if status >= 400:
+            # This one request is wrong (too large, malformed, a reused key); repeating it cannot help.
+            return self._aborted(kind, "too_large" if status == 413 else "rejected",
+                                 f"{path}: HTTP {status}: {text[:300]}", started)
+        try:
+            return kind.model_validate_json(text)
+        except (ValueError, ValidationError) as err:
+            return self._aborted(kind, "parse", f"{path}: an answer that is not a {kind.__name__}: {str(err)[:300]}",
+                                 started)
+
+    async def _send(self, path: str, body: dict, timeout: float) -> tuple[int, str]:
+        """One try: the answer's status and text, or `_Transient` for what a later try may not meet."""
+        try:
+            async with self._limit:
+                self.calls += 1
+                async with self._http.post(f"{self.base_url}{path}", json=body,
+                                           timeout=aiohttp.ClientTimeout(total=timeout)) as answer:
+                    status, text = answer.status, await answer.text()
+        except TimeoutError as err:
+            raise _Transient("timeout", f"{path}: no answer within {timeout:g} s ({type(err).__name__})") from None
+        except aiohttp.ClientError as err:
+            raise _Transient("upstream", f"{path}: {type(err).__name__}: {err}") from None
+        if status >= 500 or status in (408, 429):
+            raise _Transient("upstream", f"{path}: HTTP {status}: {text[:300]}")
+        return status, text
+
+    def _backoff(self, state: RetryCallState) -> float:
+        # Doubling, with jitter so that the episodes of a step do not come back all at once.
+        return self.backoff_s * 2 ** (state.attempt_number - 1) * random.uniform(0.5, 1.5)
+
+    def _count_retry(self, state: RetryCallState) -> None:
+        self.retried += 1
+
+    @staticmethod
+    def _aborted(kind: type[R], cause: str, detail: str, started: float) -> R:
         logger.warning("simulator call aborted: %s", detail)
-        return kind(outcome="aborted", abort_cause=cause, abort_detail=detail,
-                    latency_s=time.monotonic() - started)
+        return kind(outcome="aborted", abort_cause=cause, abort_detail=detail, latency_s=time.monotonic() - started)
+
+
+class _Transient(Exception):
+    """A failed try that a later one may not meet (5xx, 408, 429, no connection, no answer in time)."""
+
+    def __init__(self, cause: str, detail: str) -> None:
+        super().__init__(detail)
+        self.cause, self.detail = cause, detail

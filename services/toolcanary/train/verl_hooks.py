@@ -38,11 +38,13 @@ from verl.trainer.ppo.checkpoint_callback import CheckpointCallback
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
 import toolcanary.train.grpo  # noqa: F401  registers the toolcanary_grpo advantage estimator in this process
+from toolcanary.contract.csv_schemas import TRAIN_METRICS
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.training_files import (
     CURRICULUM_FILE,
     EPISODES_DIR,
     CurriculumFile,
+    EpisodeRecord,
     read_curriculum,
     step_episodes,
     write_curriculum,
@@ -76,7 +78,7 @@ def episode_dir(settings: TrainSettings) -> Path:
 
 
 def metrics_path(settings: TrainSettings) -> Path:
-    return settings.run_results() / "train_metrics.csv"
+    return settings.run_results() / TRAIN_METRICS
 
 
 def _fresh(settings: TrainSettings) -> Curriculum:
@@ -152,11 +154,11 @@ def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attem
     Only the step's own folder is read, so a step of a 200-step run closes as fast as the first."""
     records = [record for path in sorted(step_episodes(episode_dir(settings), step).glob("*.jsonl"))
                for record in read_episodes(path)
-               if record["step"] == step and record.get("split", "train") == "train"
-               and (attempt is None or record.get("attempt") == attempt)]
+               if record.step == step and record.split == "train"
+               and (attempt is None or record.attempt == attempt)]
     if not records:
         return None
-    row = step_row(step, records, level=curriculum.level, update={}, step_seconds=math.nan)
+    row = step_row(step, records, level=curriculum.level, step_seconds=math.nan)
     append_metrics_row(metrics_path(settings), row)
     curriculum.update(row["reward_mean"])  # aborted episodes at their record's reward (see train.metrics)
     _record_closed(settings, curriculum, step)
@@ -168,7 +170,7 @@ def _key(settings: TrainSettings) -> str:
     return str(settings.run_state())
 
 
-def _observe(settings: TrainSettings, step: int, records: list[dict]) -> None:
+def _observe(settings: TrainSettings, step: int, records: list[EpisodeRecord]) -> None:
     """Feed a closed step to the breaker and the token check; keep the first stop either finds."""
     key = _key(settings)
     if key not in _BREAKERS:

@@ -3,11 +3,12 @@
     python -m toolcanary.simulator serve --backend llm --run r1 --upstream http://vllm-a:8000 --upstream http://vllm-b:8000
     python -m toolcanary.simulator serve --backend llm --mode trustee --trustee-dir ../TRUSTEE --upstream http://vllm:8000
 
-Every call is tried `1 + retries` times (the task author `1 + retries_task`), with a fixed or doubling pause; an
-attempt fails on a timeout, an upstream error, unreadable JSON (`parse`) or JSON that does not fit the role
-(`validation`). After the last attempt the response is `aborted` with the last cause and no reward. Within an
-attempt the request itself is re-sent up to `sdk_retries` times on a timeout, a connection error or a status
-the OpenAI SDK retries (`upstream`); the role's `retries` (record and metric) count those re-sends too.
+Every call is tried `1 + retries` times (the task author `1 + retries_task`), with a fixed or doubling pause
+(tenacity runs the attempts); an attempt fails on a timeout, an upstream error, unreadable JSON (`parse`) or
+JSON that does not fit the role (`validation`). After the last attempt the response is `aborted` with the
+last cause and no reward. Within an attempt the request itself is re-sent up to `sdk_retries` times on a
+timeout, a connection error or a status the OpenAI SDK retries (`upstream`); the role's `retries` (record and
+metric) count those re-sends too.
 
 The mode decides the prompts and what is decided without a model. `toolcanary`: the project's prompts
 (`prompts`); a call to a tool the task does not offer or with arguments its schema rejects gets tool reward -1,
@@ -31,13 +32,13 @@ decline, so the scripted backend's rule judges it (`calls.abstention_verdict`), 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 from collections.abc import Callable
 from typing import TypeVar
 
 from pydantic import ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_fixed
 
 from toolcanary.contract import (
     ExpectedCall,
@@ -83,6 +84,10 @@ T = TypeVar("T")
 __all__ = ["LlmBackend"]
 
 
+class _FailedAttempt(Exception):
+    """An attempt that failed in a way another attempt may not (its cause and detail are in `_Attempts`)."""
+
+
 class _Attempts:
     def __init__(self) -> None:
         self.prompt_tokens = self.completion_tokens = self.retries = 0
@@ -112,33 +117,36 @@ class LlmBackend:
     async def unavailable(self) -> list[dict[str, str]]:
         return await self.pool.unavailable()
 
+    def _pause(self, author: bool) -> Callable[[RetryCallState], float]:
+        """The pause before the next attempt: `backoff_s`, fixed or doubling after each failed attempt with up
+        to 50 % more at random (the task author's own `backoff_s_task`)."""
+        pause_s = self.settings.backoff_s_task if author else self.settings.backoff_s
+        if self.settings.backoff != "exponential":
+            return wait_fixed(pause_s)
+        return lambda state: pause_s * 2 ** (state.attempt_number - 1) * (1 + random.random() / 2)
+
     async def _ask(self, role: str, messages: list[dict], max_tokens: int, read: Callable[[dict], T]) -> tuple[
             T | None, _Attempts]:
         settings, attempts = self.settings, _Attempts()
         author = role == "task"
         tries = 1 + (settings.retries_task if author else settings.retries)
         timeout_s = settings.timeout_s_task if author else settings.timeout_s
-        pause_s = settings.backoff_s_task if author else settings.backoff_s
         read_json = self.read_author_json if author else self.read_json
-        for attempt in range(tries):
-            if attempt:
-                attempts.retries += 1
-                exponential = settings.backoff == "exponential"
-                await asyncio.sleep(pause_s * 2 ** (attempt - 1) * (1 + random.random() / 2) if exponential else pause_s)
+
+        async def attempt() -> T:
             try:
                 completion = await self.pool.complete(messages, max_tokens, timeout_s, author=author)
             except UpstreamError as err:
                 attempts.retries += err.resends
                 attempts.cause, attempts.detail = err.cause, err.detail
-                log.warning("%s attempt %d/%d: %s", role, attempt + 1, tries, err)
-                continue
+                raise _FailedAttempt from err
             attempts.retries += completion.resends
             attempts.prompt_tokens += completion.prompt_tokens
             attempts.completion_tokens += completion.completion_tokens
             repaired = False
             try:
                 data, repaired = read_json(completion.text)
-                return read(data), attempts
+                return read(data)
             except OutputParseError as err:
                 attempts.cause, attempts.detail = "parse", str(err)
             except (ValidationError, ValueError) as err:
@@ -146,8 +154,22 @@ class LlmBackend:
                 attempts.cause = "parse" if repaired else "validation"
                 prefix = "truncated answer, incomplete after repair: " if repaired else ""
                 attempts.detail = prefix + str(err).replace("\n", " ")
-            log.warning("%s attempt %d/%d: %s: %s", role, attempt + 1, tries, attempts.cause, attempts.detail[:200])
-        return None, attempts
+            raise _FailedAttempt
+
+        def failed(state: RetryCallState) -> None:
+            log.warning("%s attempt %d/%d: %s: %s", role, state.attempt_number, tries, attempts.cause,
+                        attempts.detail[:200])
+
+        def another(_: RetryCallState) -> None:
+            attempts.retries += 1
+
+        # Every failed attempt is tried again, whatever its cause; anything else is a fault and propagates.
+        retrying = AsyncRetrying(stop=stop_after_attempt(tries), wait=self._pause(author), after=failed,
+                                 before_sleep=another, retry=retry_if_exception_type(_FailedAttempt), reraise=True)
+        try:
+            return await retrying(attempt), attempts
+        except _FailedAttempt:
+            return None, attempts
 
     async def author(self, request: TaskRequest, abstain: bool) -> RoleOutput:
         # Seeded by the draw (the seed and the group's place), so two runs of one seed offer the same tools.

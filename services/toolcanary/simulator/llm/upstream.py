@@ -6,9 +6,9 @@ gets less work. One attempt = one HTTP request under a hard timeout; failures ar
 The client is aiohttp: httpx's AsyncClient stalls at high concurrency (encode/httpx#3215; measured in LOG.md),
 far below what the simulator must sustain.
 
-Within one attempt a request is re-sent up to `sdk_retries` times (trustee mode 2, toolcanary mode 0), by the
-rule of the OpenAI Python SDK's client (`_base_client.py` at openai 2.14.0, the version TRUSTEE pins), whose
-default of 2 TRUSTEE keeps: a timeout or a connection error is re-sent; an HTTP error status is re-sent when
+Within one attempt a request is re-sent (by tenacity) up to `sdk_retries` times (trustee mode 2, toolcanary
+mode 0), by the rule of the OpenAI Python SDK's client (`_base_client.py` at openai 2.14.0, the version TRUSTEE
+pins), whose default of 2 TRUSTEE keeps: a timeout or a connection error is re-sent; an HTTP error status is re-sent when
 the answer's `x-should-retry` header says "true", never when it says "false", else for 408, 409, 429 and any
 status from 500. The pause before the n-th re-send (n from 0) is what `Retry-After-Ms` (milliseconds), else
 `Retry-After` (seconds, or an HTTP date) asks when that is more than 0 and at most 60 s, else
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import aiohttp
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from toolcanary.simulator.metrics import Metrics
 from toolcanary.simulator.settings import SimulatorSettings
@@ -191,22 +192,30 @@ class UpstreamPool:
             body["temperature"] = self.settings.temperature
         if self.settings.frequency_penalty is not None and not author:
             body["frequency_penalty"] = self.settings.frequency_penalty
+        if self.settings.sdk_retries == 0:
+            # Nothing to re-send (the toolcanary mode): one request, without the retry machinery's CPU per call.
+            return await self._request(body, timeout_s)
         resends = 0
-        while True:
-            try:
-                completion = await self._request(body, timeout_s)
-            except UpstreamError as err:
-                if not err.resendable or resends >= self.settings.sdk_retries:
-                    err.resends = resends
-                    raise
-                pause = sdk_resend_delay_s(resends, err.headers)
-                log.info("re-sending a request (%d of %d) in %.2f s: %s", resends + 1, self.settings.sdk_retries,
-                         pause, err)
-                await asyncio.sleep(pause)
-                resends += 1
-                continue
-            completion.resends = resends
-            return completion
+
+        def pause(state: RetryCallState) -> float:
+            return sdk_resend_delay_s(state.attempt_number - 1, state.outcome.exception().headers)
+
+        def resend(state: RetryCallState) -> None:
+            nonlocal resends
+            resends += 1
+            log.info("re-sending a request (%d of %d) in %.2f s: %s", resends, self.settings.sdk_retries,
+                     state.upcoming_sleep, state.outcome.exception())
+
+        retrying = AsyncRetrying(stop=stop_after_attempt(1 + self.settings.sdk_retries), wait=pause,
+                                 retry=retry_if_exception(lambda err: isinstance(err, UpstreamError) and err.resendable),
+                                 before_sleep=resend, reraise=True)
+        try:
+            completion = await retrying(self._request, body, timeout_s)
+        except UpstreamError as err:
+            err.resends = resends
+            raise
+        completion.resends = resends
+        return completion
 
     async def _request(self, body: dict, timeout_s: float) -> Completion:
         url = self.pick()

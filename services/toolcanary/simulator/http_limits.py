@@ -1,12 +1,15 @@
-"""ASGI guards in front of the simulator: the bearer token, a request-body size limit, a JSON depth limit and
-the body's text (UTF-8, no lone surrogate, no integer too long to be one of the contract's numbers).
+"""The simulator's HTTP limits, one ASGI middleware in front of every route: the bearer token, a request-body
+size limit, a JSON depth limit and the body's text (UTF-8, no lone surrogate, no integer too long to be one of
+the contract's numbers).
 
-They answer with the contract's `ErrorBody` (401, 413 and 422), before the app or the backend sees the request;
-a 401 or 413 answered before the body was read also closes the connection.
-The depth limit keeps a deeply nested body (tool-call arguments nested thousands deep) from raising a
-RecursionError after the backend answered; no request of the contract comes near it. The body is read up to the limit before the app
-sees it, so an oversized body is refused whether or not it declares a Content-Length. The health routes stay
-open so that container health checks need no secret; `/v1/ready`, the trainer's readiness check, does not.
+    app.add_middleware(HttpLimits, max_body_bytes=1 << 20, token="s3cret", max_json_depth=32)
+
+It answers with the contract's `ErrorBody` (401, 413 and 422) before the app or the backend sees the request;
+a 401 or 413 answered before the body was read also closes the connection. The depth limit keeps a deeply
+nested body (tool-call arguments nested thousands deep) from raising a RecursionError after the backend
+answered; no request of the contract comes near it. The body is read up to the limit before the app sees it,
+so an oversized body is refused whether or not it declares a Content-Length. The health routes stay open so
+that container health checks need no secret; `/v1/ready`, the trainer's readiness check, does not.
 """
 
 from __future__ import annotations
@@ -105,7 +108,9 @@ async def _answer(send: Send, status: int, error: str, headers: list[tuple[bytes
     await send({"type": "http.response.body", "body": body})
 
 
-class GuardMiddleware:
+class HttpLimits:
+    """The ASGI middleware that enforces the limits of the module docstring on every HTTP request."""
+
     def __init__(self, app: ASGIApp, max_body_bytes: int, token: str | None, max_json_depth: int = 32) -> None:
         self.app, self.max_body_bytes, self.token = app, max_body_bytes, token
         self.max_json_depth = max_json_depth

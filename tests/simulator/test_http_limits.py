@@ -1,6 +1,6 @@
 """Bad input and access control: 422 naming the field, 413 over the body limit, 401 without the token, docs.
 
-Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_guards.py -q
+Run: .venvs/simulator/bin/python -m pytest tests/simulator/test_http_limits.py -q
 """
 
 from __future__ import annotations
@@ -98,10 +98,21 @@ def test_health_reports_contract_version_backend_and_run_and_docs_are_served(cli
 
 
 def test_metrics_count_calls_rewards_and_latency_per_role(client, new_task):
+    from prometheus_client.parser import text_string_to_metric_families
+
     task = new_task(client)
     client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": []})
-    text = client.get("/metrics").text
-    assert 'toolcanary_simulator_calls_total{backend="scripted",outcome="ok",role="task"} 1' in text
-    assert 'toolcanary_simulator_rewards_total{reward="-1",role="verify"} 1' in text
-    assert 'toolcanary_simulator_latency_seconds_count{role="verify"} 1' in text
-    assert 'toolcanary_simulator_latency_seconds_bucket{role="task",le="+Inf"} 1' in text
+    answer = client.get("/metrics")
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    lines = set(answer.text.splitlines())
+    assert 'toolcanary_simulator_calls_total{backend="scripted",outcome="ok",role="task"} 1.0' in lines
+    assert 'toolcanary_simulator_rewards_total{reward="-1",role="verify"} 1.0' in lines
+    assert 'toolcanary_simulator_latency_seconds_count{role="verify"} 1.0' in lines
+    assert 'toolcanary_simulator_latency_seconds_bucket{le="+Inf",role="task"} 1.0' in lines
+    assert "# TYPE toolcanary_simulator_calls_total counter" in lines
+    assert "# TYPE toolcanary_simulator_latency_seconds histogram" in lines
+    # A Prometheus parser reads the whole text, every family under the one prefix.
+    families = {family.name: family for family in text_string_to_metric_families(answer.text)}
+    assert all(name.startswith("toolcanary_simulator_") for name in families)
+    memory = families["toolcanary_simulator_resident_memory_bytes"].samples[0].value
+    assert memory > 1 << 20  # read from the process at the scrape
