@@ -39,8 +39,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract import DifficultySettings, ToolRequest, UserRequest, VerifyRequest
-from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.library_index import load_index
 from toolcanary.simulator.records import RecordStore
 from toolcanary.simulator.scripted import ScriptedBackend, gold_trajectory

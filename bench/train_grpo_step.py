@@ -43,13 +43,13 @@ from pathlib import Path
 
 import torch
 
+from toolcanary.train.cpu.embedded_simulator import EmbeddedSimulator
+from toolcanary.train.cpu.generation_client import TransformersGenerationClient
+from toolcanary.train.cpu.tiny_policy import build_tiny_policy, load_policy
 from toolcanary.train.curriculum import Curriculum
-from toolcanary.train.embedded_simulator import EmbeddedSimulator
-from toolcanary.train.generation_client import TransformersGenerationClient
 from toolcanary.train.grpo import GrpoConfig, grpo_update, update_thread_count
 from toolcanary.train.rollout import EpisodeRunner, step_specs
 from toolcanary.train.settings import TrainSettings
-from toolcanary.train.tiny_policy import build_tiny_policy, load_policy
 
 HERE = Path(__file__).resolve().parent
 

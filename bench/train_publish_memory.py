@@ -61,7 +61,7 @@ def make_source(folder: Path) -> tuple[int, int]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from toolcanary.train.tiny_policy import build_base_policy
+    from toolcanary.train.cpu.tiny_policy import build_base_policy
 
     base = build_base_policy("smollm2", folder / "base")[1]
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)

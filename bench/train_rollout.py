@@ -28,9 +28,9 @@ from pathlib import Path
 from verl.workers.rollout.replica import TokenOutput
 
 from toolcanary.contract.hermes import render_tool_call
+from toolcanary.train.cpu.tiny_policy import build_tiny_policy, load_policy
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.rollout import EpisodeRunner, step_specs
-from toolcanary.train.tiny_policy import build_tiny_policy, load_policy
 
 HERE = Path(__file__).resolve().parent
 STUB = HERE.parent / "tests" / "train" / "sim_stub.py"

@@ -3,7 +3,7 @@ the wall time of building the starting policy as `make demo` does.
 
 Both steps train the same batches of the same gold conversations (the smollm2 preset's, from the real scripted
 simulator) on their own copy of the base policy with their own AdamW:
-- ours: `toolcanary.train.warm_start.warm_start`, which reads the prompt before the first trained token without
+- ours: `toolcanary.train.cpu.warm_start.warm_start`, which reads the prompt before the first trained token without
   gradient into a key/value cache and runs forward and backward over the rest only;
 - baseline: the same loss with the whole sequence run with gradient (one sequence per forward, logits from the
   first trained position on), as the warm start did before.
@@ -30,13 +30,13 @@ from pathlib import Path
 
 import torch
 
-from toolcanary.train.cpu_run import starting_policy
-from toolcanary.train.embedded_simulator import EmbeddedSimulator
-from toolcanary.train.gold import gold_conversations, warm_start_requests
+from toolcanary.train.cpu.embedded_simulator import EmbeddedSimulator
+from toolcanary.train.cpu.gold_conversations import gold_conversations, warm_start_requests
+from toolcanary.train.cpu.run import starting_policy
+from toolcanary.train.cpu.starting_policy_cache import WARM_START_BATCH
+from toolcanary.train.cpu.tiny_policy import build_base_policy, load_policy
+from toolcanary.train.cpu.warm_start import encode_conversations, warm_start
 from toolcanary.train.settings import TrainSettings
-from toolcanary.train.starting_policy_cache import WARM_START_BATCH
-from toolcanary.train.tiny_policy import build_base_policy, load_policy
-from toolcanary.train.warm_start import encode_conversations, warm_start
 
 HERE = Path(__file__).resolve().parent
 

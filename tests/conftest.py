@@ -5,7 +5,8 @@ the stand-in's commit (`STANDIN_COMMIT`, the same on every machine: fixed author
 commit of every test process: this file sets it in the checkout module and, for subprocesses, in the
 simulator's and the trainer's `trustee_commit` variables.
 
-pytest loads this file for any suite under tests/, whichever environment runs it (scripts/run_tests.sh).
+pytest loads this file for any suite under tests/, whichever environment runs it (scripts/run_tests.sh); it
+puts tests/ on the import path for the helpers several suites share (`cli_checks`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-import toolcanary.contract.trustee_checkout as trustee_checkout_module
+import toolcanary.common.trustee_checkout as trustee_checkout_module
+
+sys.path.append(str(Path(__file__).parent))  # after each suite's own folder, which its conftest puts first
 
 # Placeholder templates with TRUSTEE's file names, function names and signatures; each writes its fields out
 # as JSON after a marker, so a test can read back exactly what the mode substituted.

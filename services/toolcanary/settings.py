@@ -12,7 +12,7 @@ Each field is declared once, with a default and a description. From that declara
 
 Precedence: CLI flag > environment variable > a preset (the defaults a policy or a mode picks, `Presets`) > the
 declared default. An empty variable counts as unset (Compose and .env write `NAME=` for "no value"). A value that
-does not fit its field raises `ContractError` naming the flag and the variable, what was expected, what came and
+does not fit its field raises `UsageError` naming the flag and the variable, what was expected, what came and
 what to do.
 
     class MySettings(ServiceSettings, env_prefix="TOOLCANARY_MINE_"):
@@ -36,7 +36,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, TypeAdapter, Validatio
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.run_id import RUN_ID_PATTERN, RUN_ID_RULE
 
 # The environment `from_env` reads; unset, a plain constructor call reads none (defaults and arguments only).
@@ -168,7 +168,7 @@ class ServiceSettings(BaseSettings):
         """Declared defaults, then the preset, then `environ` (default os.environ), then `overrides` not None.
 
         Raises:
-            ContractError: a value does not fit its field, naming the flag and the variable.
+            UsageError: a value does not fit its field, naming the flag and the variable.
         """
         environ = dict(os.environ if environ is None else environ)
         given = {k: v for k, v in overrides.items() if v is not None}
@@ -184,15 +184,15 @@ class ServiceSettings(BaseSettings):
             _ENVIRON.reset(token)
 
     @classmethod
-    def contract_error(cls, err: ValidationError) -> ContractError:
-        """The first problem of `err` as a ContractError naming the flag and the environment variable."""
+    def contract_error(cls, err: ValidationError) -> UsageError:
+        """The first problem of `err` as a UsageError naming the flag and the environment variable."""
         first = err.errors()[0]
         where = str(first["loc"][0]) if first["loc"] else ""
         field = next((name for name in cls.model_fields
                       if where == name or where.upper() in cls.env_names(name)), cls.whole_model_field)
         if field is None:
-            return ContractError("settings", _expected(first["msg"]),
-                                 repr(first.get("input"))[:200], "Fix the flags or the environment variables.")
+            return UsageError("settings", _expected(first["msg"]),
+                              repr(first.get("input"))[:200], "Fix the flags or the environment variables.")
         expected = _expected(first["msg"])
         if first["type"] == "missing":
             expected, first = "a value", {**first, "input": None}
@@ -204,7 +204,7 @@ class ServiceSettings(BaseSettings):
         if any(word in field for word in ("token", "key", "secret", "password")):
             got = f"a value of {len(str(first.get('input') or ''))} characters (not shown)"
         # The variable ends the place named, so a message reads "... or VARIABLE: expected ..., got ...".
-        return ContractError(
+        return UsageError(
             f"setting {field}, flag {cls.flag(field)} or environment variable {' / '.join(cls.env_names(field))}",
             expected, got, "Fix the flag or the environment variable.",
         )
@@ -220,7 +220,7 @@ class Options(BaseModel):
         """The options a parsed command line gave, the declared defaults for the rest.
 
         Raises:
-            ContractError: a value does not fit its field, naming the flag.
+            UsageError: a value does not fit its field, naming the flag.
         """
         try:
             return cls(**given(args, cls))
@@ -228,8 +228,8 @@ class Options(BaseModel):
             first = err.errors()[0]
             field = str(first["loc"][0]) if first["loc"] else ""
             where = f"flag {flag_names(cls, field)[0]}" if field in cls.model_fields else "the flags"
-            raise ContractError(where, _expected(first["msg"]), repr(first.get("input"))[:200],
-                                "Fix the flag.") from err
+            raise UsageError(where, _expected(first["msg"]), repr(first.get("input"))[:200],
+                             "Fix the flag.") from err
 
 
 @dataclass(frozen=True)
@@ -396,29 +396,3 @@ def resolve_defaults(settings: type[ServiceSettings], argv: Sequence[str] | None
         return settings.from_env(environ, **values)
     except (ContractError, TypeError):
         return settings.model_construct(**{**settings.preset(values), **values})
-
-
-def flag_problems(parser: argparse.ArgumentParser, model: type[BaseModel], *, env_only: Iterable[str] = ()
-                  ) -> list[str]:
-    """What is wrong with `parser` as the command line of `model` (empty: nothing); for the tests.
-
-    Every field but those read from the environment only needs its flag(s) writing to the field, and help that
-    starts with the field's description.
-    """
-    env_only = set(env_only) | {n for n, info in model.model_fields.items() if cli_of(info).env_only}
-    flags = {option: action for action in parser._actions for option in action.option_strings}
-    positional = {action.dest: action for action in parser._actions if not action.option_strings}
-    problems = []
-    for field, info in model.model_fields.items():
-        names = flag_names(model, field)
-        if field in env_only:
-            problems += [f"{name}: {field} is read from the environment only" for name in names if name in flags]
-            continue
-        action = positional.get(field) if cli_of(info).positional else flags.get(names[0])
-        if action is None:
-            problems.append(f"{model.__name__}.{field} has no flag {names[0]} in {parser.prog}")
-        elif action.dest != field:
-            problems.append(f"{names[0]} writes {action.dest}, not {field}")
-        elif info.description and not (action.help or "").replace("%%", "%").startswith(info.description):
-            problems.append(f"{names[0]}: help {action.help!r} is not the description {info.description!r}")
-    return problems

@@ -86,9 +86,10 @@ def test_table_and_findings_are_also_written_to_the_run_folder(golden, capsys):
 
 
 def test_each_analysis_setting_has_a_flag_and_its_own_variable(golden, tmp_path):
+    from cli_checks import flag_problems
+
     from toolcanary.analysis.__main__ import build_parser
     from toolcanary.analysis.settings import AnalysisOptions, AnalysisSettings
-    from toolcanary.settings import flag_problems
 
     assert flag_problems(build_parser(AnalysisSettings()), AnalysisSettings) == []
     assert flag_problems(build_parser(AnalysisSettings()), AnalysisOptions) == []

@@ -130,8 +130,9 @@ def test_the_cli_help_shows_copy_pasteable_examples():
 
 
 def test_each_audit_setting_has_a_flag_whose_help_is_its_description():
+    from cli_checks import flag_problems
+
     from toolcanary.audit.__main__ import build_parser
     from toolcanary.audit.settings import AuditSettings
-    from toolcanary.settings import flag_problems
 
     assert flag_problems(build_parser(AuditSettings()), AuditSettings) == []

@@ -28,8 +28,8 @@ import pytest
 from engine import ROOT, WORK, EngineError
 from project import BUILT, Project, build_images, checkout_copy, configure, image_lines, wait_for
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract import OFFLINE_CATEGORIES
-from toolcanary.contract.loopback import free_port
 
 # The scenario runs once, in the module's fixture, whose time pytest-timeout counts against the first test:
 # 15 minutes (the project's per-test limit) is about what a cold run takes on 2 cores, so the module gets 45.

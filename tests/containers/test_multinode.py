@@ -34,7 +34,7 @@ import time
 import pytest
 from project import Project, build_images, checkout_copy, configure, image_lines, wait_for
 
-from toolcanary.contract.loopback import free_port
+from toolcanary.common.loopback import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2700)]
 

@@ -11,6 +11,7 @@ Run: .venvs/dev/bin/python -m pytest tests/contract/test_append_only.py -q
 from __future__ import annotations
 
 import logging
+import math
 
 import pytest
 
@@ -29,6 +30,7 @@ from toolcanary.contract.append_only import (
     read_lines,
     rewrite_lines,
 )
+from toolcanary.contract.csv_schemas import UPDATE_COLUMNS
 
 CATEGORIES = ("irrelevance", "simple_python")
 
@@ -122,11 +124,20 @@ def test_a_torn_header_is_fenced_and_the_header_written_again(tmp_path):
 
 def test_a_file_with_another_header_is_refused_not_mixed(tmp_path):
     old = tmp_path / "train_metrics.csv"
-    old.write_text(",".join(TRAIN_METRICS_COLUMNS[:20]) + "\n" + ",".join(["1"] * 20) + "\n")
+    before_aborts = TRAIN_METRICS_COLUMNS[:TRAIN_METRICS_COLUMNS.index("aborted_timeout")]  # a file of contract 1.0
+    old.write_text(",".join(before_aborts) + "\n" + ",".join(["1"] * len(before_aborts)) + "\n")
     with pytest.raises(ContractError, match="missing \\['aborted_timeout'"):
         append_text(old, metrics_line(2), header=",".join(TRAIN_METRICS_COLUMNS))
     with pytest.raises(ContractError, match="missing \\['aborted_timeout'"):
         read_train_metrics(old)
+
+
+def test_a_file_from_before_the_update_columns_reads_them_as_not_measured(tmp_path):
+    old = tmp_path / "train_metrics.csv"
+    columns = [c for c in TRAIN_METRICS_COLUMNS if c not in UPDATE_COLUMNS]  # a file of contract 1.8
+    old.write_text(",".join(columns) + "\n" + ",".join(["1"] * len(columns)) + "\n")
+    (row,) = read_train_metrics(old)
+    assert all(math.isnan(row[c]) for c in UPDATE_COLUMNS) and row["kl"] == 1.0
 
 
 def test_a_rewrite_replaces_the_file_whole_and_drops_its_fences(tmp_path):

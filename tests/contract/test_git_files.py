@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from toolcanary.common.git_files import files_at_commit
+from toolcanary.common.trustee_checkout import LIBRARY, TEMPLATES, TOOL_PARSER, TrusteeCheckout
 from toolcanary.contract import ContractError
-from toolcanary.contract.git_files import files_at_commit
-from toolcanary.contract.trustee_checkout import LIBRARY, TEMPLATES, TOOL_PARSER, TrusteeCheckout
 
 NEEDED = [*TEMPLATES.values(), LIBRARY, TOOL_PARSER]
 

@@ -32,7 +32,7 @@ CROSS_SERVICE_IMPORTS = {
         "the demo starts the trainer as a process and names its settings through the trainer's declaration",
     ("toolcanary.evaluate.__main__", "toolcanary.serve.command"):
         "the eval client serves a checkpoint with the serve image's one vLLM command line (stdlib only)",
-    ("toolcanary.evaluate.schedule", "toolcanary.serve.command"): "as above",
+    ("toolcanary.evaluate.schedule", "toolcanary.serve.command"): "as above, for eval-all and watch",
     ("toolcanary.evaluate.settings", "toolcanary.serve.command"): "the served-model name, as serve names it",
 }
 
@@ -121,7 +121,7 @@ def _offenders(importers: str, imported: str, allowed: dict[str, set[str]] | Non
 
 
 def test_the_graph_sees_the_modules_it_checks():
-    assert {"toolcanary.simulator.llm", "toolcanary.simulator.scripted", "toolcanary.train.tiny_policy",
+    assert {"toolcanary.simulator.llm", "toolcanary.simulator.scripted", "toolcanary.train.cpu.tiny_policy",
             "toolcanary.simulator.__main__", "toolcanary.simulator.library_builder"} <= set(MODULES)
     assert "toolcanary.simulator.calls" in GRAPH["toolcanary.simulator.llm"]
 
@@ -131,12 +131,12 @@ def test_no_import_circle():
 
 
 def test_a_circle_is_found_when_there_is_one():
-    GRAPH["toolcanary.train.policy_files"].add("toolcanary.train.tiny_policy")
+    GRAPH["toolcanary.train.cpu.policy_files"].add("toolcanary.train.cpu.tiny_policy")
     try:
         circles = _circles()
-        assert any({"toolcanary.train.policy_files", "toolcanary.train.tiny_policy"} <= set(c) for c in circles)
+        assert any({"toolcanary.train.cpu.policy_files", "toolcanary.train.cpu.tiny_policy"} <= set(c) for c in circles)
     finally:
-        GRAPH["toolcanary.train.policy_files"].discard("toolcanary.train.tiny_policy")
+        GRAPH["toolcanary.train.cpu.policy_files"].discard("toolcanary.train.cpu.tiny_policy")
 
 
 def test_neither_simulator_backend_imports_the_other():
@@ -187,3 +187,18 @@ def test_the_shared_layers_import_no_service():
 def test_the_contract_imports_no_service():
     assert {m: sorted(i for i in GRAPH[m] if not i.startswith("toolcanary.contract"))
             for m in _under("toolcanary.contract") if any(not i.startswith("toolcanary.contract") for i in GRAPH[m])} == {}
+
+
+def test_the_trainer_paths_stay_apart():
+    """train/cpu/ and train/gpu/ import each other nothing; the modules beside them, shared by both paths,
+    import neither (the command line, which dispatches to both, aside)."""
+    crossing = {}
+    for module in _under("toolcanary.train"):
+        side = next((s for s in ("cpu", "gpu") if module.startswith(f"toolcanary.train.{s}")), None)
+        if module == "toolcanary.train.__main__":
+            continue
+        bad = sorted(i for i in GRAPH[module] for other in ("cpu", "gpu")
+                     if other != side and i.startswith(f"toolcanary.train.{other}"))
+        if bad:
+            crossing[module] = bad
+    assert crossing == {}

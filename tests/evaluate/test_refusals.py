@@ -9,11 +9,14 @@ A server that errors on every request must never show up as 100 % abstention.
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from conftest import cli, make_checkpoint, read_csv, run_args
 
+from toolcanary.contract import BusyError
 from toolcanary.contract.manifests import PublishedCheckpoint, append_published, checkpoint_files
+from toolcanary.evaluate import runner
 
 CATS = ["irrelevance", "simple_python"]
 
@@ -147,3 +150,14 @@ def test_a_registry_key_bfcl_would_mangle_is_refused(tmp_path):
         with pytest.raises(ContractError, match="without '_' that contains 'FC'"):
             run_pass(EvalSettings(results_dir=tmp_path, registry_key=key), PassOptions("r", 0, 1, "m", base_model="m"))
     assert not (tmp_path / "r").exists()
+
+
+def test_a_pass_folder_another_client_holds_is_busy_not_broken(tmp_path):
+    paths = runner.PassPaths.of(tmp_path, "busy-run", 0, 1)
+    held = runner.lock(paths)
+    try:
+        with pytest.raises(BusyError, match="Another evaluation of this pass is running"):
+            runner.lock(paths)
+    finally:
+        os.close(held)
+    os.close(runner.lock(paths))  # free again once the holder let go

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from conftest import cli, make_checkpoint
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.loopback import free_port
 from toolcanary.evaluate.schedule import eval_all, passes_for, published_checkpoints
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing
 from toolcanary.evaluate.settings import EvalSettings

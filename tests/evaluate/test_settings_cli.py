@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from cli_checks import flag_problems
 
 from toolcanary.evaluate.__main__ import build_parser, settings_from
 from toolcanary.evaluate.settings import (
@@ -19,7 +20,6 @@ from toolcanary.evaluate.settings import (
     PassChoice,
     WatchLimits,
 )
-from toolcanary.settings import flag_problems
 
 
 def subparser(verb: str) -> argparse.ArgumentParser:

@@ -16,8 +16,8 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
 
 from toolcanary.evaluate.answers import answer_kind
-from toolcanary.train.policy_files import chat_template_text
-from toolcanary.train.tiny_tokenizer import build_tokenizer
+from toolcanary.train.cpu.policy_files import chat_template_text
+from toolcanary.train.cpu.tiny_tokenizer import build_tokenizer
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",

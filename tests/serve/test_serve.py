@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract import CONTRACT_VERSION
-from toolcanary.contract.loopback import free_port
 from toolcanary.evaluate.preflight import probe
 from toolcanary.serve.__main__ import cpu_build, cpu_defaults
 from toolcanary.serve.command import TOOL_FLAGS
-from toolcanary.train.tiny_policy import build_tiny_policy
+from toolcanary.train.cpu.tiny_policy import build_tiny_policy
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # `from conftest import serving`
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient`")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from toolcanary.common.loopback import free_port  # noqa: E402
 from toolcanary.contract import SimulatedTask  # noqa: E402
-from toolcanary.contract.loopback import free_port  # noqa: E402
 from toolcanary.simulator.app import create_app  # noqa: E402
 from toolcanary.simulator.settings import SimulatorSettings  # noqa: E402
 

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from toolcanary.contract.loopback import free_port
+from toolcanary.common.loopback import free_port
 
 CACHE_S, TIMEOUT_S = 0.3, 0.5
 

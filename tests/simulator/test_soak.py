@@ -30,8 +30,8 @@ import httpx
 import psutil
 import pytest
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract import SimulatedTask
-from toolcanary.contract.loopback import free_port
 from toolcanary.simulator.scripted import gold_trajectory
 
 SOAK_S = float(os.environ.get("TOOLCANARY_TEST_SOAK_S", "90"))

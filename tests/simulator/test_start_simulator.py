@@ -24,7 +24,7 @@ import httpx
 import pytest
 import yaml
 
-from toolcanary.contract.loopback import free_port
+from toolcanary.common.loopback import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "images" / "simulator" / "start-simulator.sh"

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from toolcanary.common.trustee_checkout import LIBRARY
 from toolcanary.contract import ContractError, LibraryRecord
 from toolcanary.contract.tasks import library_from_json
-from toolcanary.contract.trustee_checkout import LIBRARY
 from toolcanary.simulator.library_index import LibraryIndex
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -14,8 +14,8 @@ import random
 
 import pytest
 
+from toolcanary.common.trustee_checkout import TrusteeCheckout
 from toolcanary.contract import ContractError, RoleRecord, SimulatedTask
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.library_index import LibraryIndex, NoOtherCategory
 from toolcanary.simulator.llm import prompts_trustee
 from toolcanary.simulator.settings import SimulatorSettings

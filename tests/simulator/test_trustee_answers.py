@@ -34,7 +34,7 @@ from toolcanary.simulator.__main__ import main
 from toolcanary.simulator.library_index import load_index
 from toolcanary.simulator.llm import upstream
 from toolcanary.simulator.llm.json_output import OutputParseError, extract_json_as_trustee, read_trustee_json
-from toolcanary.simulator.llm.outputs import TrusteeToolOutput, TrusteeUserOutput, TrusteeVerifierOutput
+from toolcanary.simulator.llm.role_answers import TrusteeToolOutput, TrusteeUserOutput, TrusteeVerifierOutput
 from toolcanary.simulator.scripted import make_task
 from toolcanary.simulator.settings import SimulatorSettings
 

@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 import pytest
+from cli_checks import flag_problems
 from compose_env import CPU_FILES, GPU_FILES, ROOT, documented, resolve
 
 from toolcanary.analysis.settings import AnalysisSettings
@@ -25,7 +26,7 @@ from toolcanary.audit.settings import AuditSettings
 from toolcanary.demo.settings import DemoSettings
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.serve.settings import ServeSettings
-from toolcanary.settings import ServiceSettings, flag_problems, project_root
+from toolcanary.settings import ServiceSettings, project_root
 from toolcanary.simulator.settings import ENV_ONLY, SimulatorSettings
 from toolcanary.train.settings import TrainSettings
 

@@ -22,12 +22,12 @@ from toolcanary.contract.chat import AssistantMessage  # noqa: E402
 from toolcanary.contract.hermes import render_assistant_turn  # noqa: E402
 from toolcanary.contract.simulator_api import TaskRequest, TaskResponse  # noqa: E402
 from toolcanary.contract.tasks import DifficultySettings  # noqa: E402
+from toolcanary.train.cpu.embedded_simulator import EmbeddedSimulator  # noqa: E402
+from toolcanary.train.cpu.tiny_policy import build_tiny_policy, load_policy  # noqa: E402
 from toolcanary.train.curriculum import Curriculum  # noqa: E402
-from toolcanary.train.embedded_simulator import EmbeddedSimulator  # noqa: E402
 from toolcanary.train.episode import EpisodeSpec  # noqa: E402
 from toolcanary.train.rollout import EpisodeRunner  # noqa: E402
 from toolcanary.train.simulator_client import TOKEN_ENV  # noqa: E402
-from toolcanary.train.tiny_policy import build_tiny_policy, load_policy  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -144,7 +144,7 @@ def monkeypatch_module():
 def volumes(tmp_path_factory, monkeypatch_module, session_trustee_checkout) -> Path:
     """Volume roots with the seed rows written, and the environment train.sh would export (mode trustee, with a
     TRUSTEE-shaped checkout)."""
-    from toolcanary.train.seed_data import write_seed_data
+    from toolcanary.train.gpu.seed_data import write_seed_data
 
     root = tmp_path_factory.mktemp("volumes")
     env = {"TOOLCANARY_RUNS_DIR": root / "runs", "TOOLCANARY_RESULTS_DIR": root / "results",
@@ -161,7 +161,7 @@ def report(volumes):
     """The recipe as verl's main_ppo composes it, with every check passed, in this process."""
     import os
 
-    from toolcanary.train.recipe_check import check_recipe
+    from toolcanary.train.gpu.recipe_check import check_recipe
 
     ray_env = [f"++ray_kwargs.ray_init.runtime_env.env_vars.{k}='{os.environ[k]}'"
                for k in ("TOOLCANARY_TRAIN_RUN", "TOOLCANARY_RUNS_DIR", "TOOLCANARY_RESULTS_DIR",

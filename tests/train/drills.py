@@ -17,8 +17,8 @@ from pathlib import Path
 
 import httpx
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract.csv_schemas import read_train_metrics
-from toolcanary.contract.loopback import free_port
 from toolcanary.train.publisher import read_published
 from toolcanary.train.task_keys import TAG_FILE
 

@@ -23,14 +23,14 @@ import pytest
 from drills import SMALL, SimulatorProcess, free_port, metrics_rows, train
 from sim_stub import StubBehaviour, StubSimulator
 
+from toolcanary.common.trustee_checkout import PINNED_COMMIT
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.hermes import parse_assistant_text
 from toolcanary.contract.simulator_api import TaskRequest, ToolRequest
 from toolcanary.contract.tasks import DifficultySettings
-from toolcanary.contract.trustee_checkout import PINNED_COMMIT
-from toolcanary.train.preflight import SimulatorNotReady, TrainerRules, check_simulator, wait_ready
 from toolcanary.train.settings import TrainSettings
+from toolcanary.train.simulator_check import SimulatorNotReady, TrainerRules, check_simulator, wait_ready
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
 
 STUB_RUN = [*SMALL, "--no-warm-start", "--save-every", "1"]

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from toolcanary.train.generation_client import TransformersGenerationClient
-from toolcanary.train.tiny_policy import load_policy
+from toolcanary.train.cpu.generation_client import TransformersGenerationClient
+from toolcanary.train.cpu.tiny_policy import load_policy
 
 PARAMS = {"temperature": 1.0, "top_p": 1.0, "max_tokens": 6}
 

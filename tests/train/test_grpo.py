@@ -15,6 +15,7 @@ import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 
 from toolcanary.contract.training_files import EpisodeRecord
+from toolcanary.train.cpu.tiny_policy import load_policy
 from toolcanary.train.grpo import (
     GrpoConfig,
     build_batch,
@@ -23,7 +24,6 @@ from toolcanary.train.grpo import (
     mini_batches,
     sequence_logprobs,
 )
-from toolcanary.train.tiny_policy import load_policy
 
 PROMPT = [11, 12, 13, 14]
 

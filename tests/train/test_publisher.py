@@ -18,10 +18,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import read_checkpoint_manifest
+from toolcanary.train.cpu.tiny_policy import load_policy
+from toolcanary.train.cpu.trainer_state import latest_state, load_state, save_state
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.publisher import publish_checkpoint, read_published, remove_partial, verify_checkpoint
-from toolcanary.train.tiny_policy import load_policy
-from toolcanary.train.trainer_state import latest_state, load_state, save_state
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_a_publish_killed_midway_leaves_only_complete_checkpoints(tiny_dir, tmp_
         "import sys\n"
         "from pathlib import Path\n"
         "from toolcanary.train.publisher import publish_checkpoint\n"
-        "from toolcanary.train.tiny_policy import load_policy\n"
+        "from toolcanary.train.cpu.tiny_policy import load_policy\n"
         f"model, tok = load_policy({str(tiny_dir)!r})\n"
         "for step in range(1, 1000):\n"
         "    print('begin', step, flush=True)\n"

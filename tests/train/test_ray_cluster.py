@@ -13,7 +13,7 @@ import types
 import pytest
 
 from toolcanary.contract.errors import ContractError
-from toolcanary.train.ray_cluster import ClusterSize, wait_for_nodes
+from toolcanary.train.gpu.ray_cluster import ClusterSize, wait_for_nodes
 
 
 def node(gpus: float, alive: bool = True) -> dict:

@@ -25,14 +25,14 @@ from verl.utils.config import omega_conf_to_dataclass
 from toolcanary.contract.errors import ContractError
 from toolcanary.simulator.scripted import gold_trajectory
 from toolcanary.train.episode import EpisodeSpec
-from toolcanary.train.recipe_check import (
+from toolcanary.train.gpu.recipe_check import (
     ATTENTION_PACKAGES,
     _check_model,
     attention_implementation,
     check_recipe,
 )
-from toolcanary.train.seed_data import write_seed_data
-from toolcanary.train.verl_hooks import validation_rows
+from toolcanary.train.gpu.seed_data import write_seed_data
+from toolcanary.train.gpu.verl_hooks import validation_rows
 
 VENV_BIN = Path(sys.executable).parent
 
@@ -107,7 +107,7 @@ def assert_step_zero_is_the_base_model(run_dir: Path, base: Path) -> None:
 
 
 def test_step_zero_is_published_once_and_announced_again_after_a_restart(volumes, tiny_dir, tmp_path, monkeypatch):
-    from toolcanary.train.base_checkpoint import publish_base
+    from toolcanary.train.gpu.base_checkpoint import publish_base
 
     monkeypatch.setenv("TOOLCANARY_CHECKPOINTS_DIR", str(tmp_path))
     args = recipe_args(f"actor_rollout_ref.model.path={tiny_dir}")
@@ -281,7 +281,7 @@ def test_the_disk_plan_refuses_a_volume_one_byte_too_small_and_names_the_estimat
     publishes (steps 0, 10, ..., 200 in bf16); nothing is published when the volume is too small."""
     from safetensors.torch import load_file
 
-    from toolcanary.train.base_checkpoint import publish_base
+    from toolcanary.train.gpu.base_checkpoint import publish_base
 
     monkeypatch.setenv("TOOLCANARY_CHECKPOINTS_DIR", str(tmp_path / "checkpoints"))
     monkeypatch.setenv("TOOLCANARY_RUNS_DIR", str(tmp_path / "runs"))  # one filesystem for saves and publishes
@@ -304,7 +304,7 @@ def test_the_disk_plan_refuses_a_volume_one_byte_too_small_and_names_the_estimat
 def test_the_disk_plan_of_the_default_recipe(report):
     """Qwen3-4B's 4,022,468,096 parameters (its config: 36 layers of 2560, tied embeddings of 151936 words)
     through the recipe as composed: about 129 GB of verl saves and 169 GB of publishes, 298 GB in all."""
-    from toolcanary.train.disk_plan import SAVE_BYTES_PER_PARAMETER, DiskPlan
+    from toolcanary.train.gpu.disk_plan import SAVE_BYTES_PER_PARAMETER, DiskPlan
 
     trainer = report.config.trainer
     qwen3_4b = 4_022_468_096

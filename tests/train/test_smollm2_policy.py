@@ -16,9 +16,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.hermes import parse_assistant_text
-from toolcanary.train import smollm2_policy
+from toolcanary.train.cpu import smollm2_policy
+from toolcanary.train.cpu.smollm2_policy import HERMES_TOKENS, SMOLLM2_GGUF, build_smollm2_policy, gguf_folder
 from toolcanary.train.publisher import read_published, verify_checkpoint
-from toolcanary.train.smollm2_policy import HERMES_TOKENS, SMOLLM2_GGUF, build_smollm2_policy, gguf_folder
 
 pytestmark = pytest.mark.slow
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.", "parameters": {

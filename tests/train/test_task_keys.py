@@ -70,7 +70,7 @@ def test_keys_claimed_ahead_of_the_trainer_by_an_attacker_who_knows_the_run_id_c
 
 
 def test_warm_start_and_held_out_tasks_are_drawn_alike_in_every_run_under_each_runs_private_keys():
-    from toolcanary.train.gold import warm_start_requests
+    from toolcanary.train.cpu.gold_conversations import warm_start_requests
 
     def requests(prefix, **options):
         return warm_start_requests(key_prefix=prefix, seed=0, count=4, task_pool=0, max_tools=1, **options)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from toolcanary.train.tiny_policy import build_tiny_policy
-from toolcanary.train.tiny_tokenizer import NON_SPECIAL_TOKENS, SPECIAL_TOKENS
+from toolcanary.train.cpu.tiny_policy import build_tiny_policy
+from toolcanary.train.cpu.tiny_tokenizer import NON_SPECIAL_TOKENS, SPECIAL_TOKENS
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city.",
                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
@@ -84,7 +84,7 @@ def test_template_drops_reasoning_before_the_last_user_query(tokenizer):
 def test_the_tokenizer_reads_the_simulators_packaged_library_as_data():
     from importlib import resources
 
-    from toolcanary.train.tiny_tokenizer import DEFAULT_LIBRARY_RESOURCE, library_corpus
+    from toolcanary.train.cpu.tiny_tokenizer import DEFAULT_LIBRARY_RESOURCE, library_corpus
 
     packaged = resources.files("toolcanary").joinpath(*DEFAULT_LIBRARY_RESOURCE)
     assert packaged.is_file()  # the simulator's DEFAULT_LIBRARY_PATH, found without importing the simulator

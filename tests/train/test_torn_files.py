@@ -16,7 +16,10 @@ import pytest
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.training_files import EpisodeRecord, step_episodes
-from toolcanary.train.metrics import (
+from toolcanary.train.gpu.verl_hooks import close_step, episode_dir, load_curriculum
+from toolcanary.train.publisher import announce, read_published
+from toolcanary.train.settings import TrainSettings
+from toolcanary.train.step_metrics import (
     UpdateStats,
     append_episodes,
     append_metrics_row,
@@ -24,9 +27,6 @@ from toolcanary.train.metrics import (
     read_episodes,
     step_row,
 )
-from toolcanary.train.publisher import announce, read_published
-from toolcanary.train.settings import TrainSettings
-from toolcanary.train.verl_hooks import close_step, episode_dir, load_curriculum
 
 BASE = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
         "user_turns": 0, "tool_rewards": [1.0], "user_rewards": [], "invalid_calls": 0, "calls": 1,

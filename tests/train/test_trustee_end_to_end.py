@@ -22,8 +22,8 @@ import httpx
 from aiohttp import web
 from conftest import ReplayClient, make_spec, run_episodes
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract.hermes import render_tool_call
-from toolcanary.contract.loopback import free_port
 
 ANSWERS = {
     "AUTHOR": {"expected_tool_calls": ["messages/send"], "user_intent": "send the weekly report",

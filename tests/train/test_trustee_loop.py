@@ -20,11 +20,11 @@ from toolcanary.contract import ContractError
 from toolcanary.contract.hermes import render_tool_call
 from toolcanary.train.curriculum import Curriculum, derive
 from toolcanary.train.episode import truncate_middle_trustee
+from toolcanary.train.gpu.seed_data import validation_specs
+from toolcanary.train.gpu.verl_hooks import validation_rows
 from toolcanary.train.grpo import grpo_advantage
-from toolcanary.train.metrics import step_row
 from toolcanary.train.rollout import EpisodeRunner
-from toolcanary.train.seed_data import validation_specs
-from toolcanary.train.verl_hooks import validation_rows
+from toolcanary.train.step_metrics import step_row
 
 CALL = render_tool_call("get_weather", {"city": "Paris"})
 ANSWER = "It is sunny in Paris."

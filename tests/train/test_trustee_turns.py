@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sim_stub import StubBehaviour, StubSimulator
 
+from toolcanary.common.trustee_checkout import TrusteeCheckout
 from toolcanary.contract.hermes import render_tool_call
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.train.episode_rules import (
     TRUSTEE_TOOL_FAILED,
     TRUSTEE_USER_FAILED,

@@ -19,14 +19,18 @@ from omegaconf import OmegaConf
 from sim_stub import StubBehaviour, StubSimulator
 from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopManagerTQ
 
+from toolcanary.common.trustee_checkout import PINNED_COMMIT
 from toolcanary.contract.csv_schemas import read_train_metrics
 from toolcanary.contract.training_files import step_episodes
-from toolcanary.contract.trustee_checkout import PINNED_COMMIT
 from toolcanary.train.faults import TrainingStopped
-from toolcanary.train.preflight import SimulatorNotReady
+from toolcanary.train.gpu.verl_hooks import (
+    CurriculumAgentLoopManager,
+    PublishingCheckpointCallback,
+    episode_dir,
+)
 from toolcanary.train.publisher import read_published
 from toolcanary.train.settings import TrainSettings
-from toolcanary.train.verl_hooks import CurriculumAgentLoopManager, PublishingCheckpointCallback, episode_dir
+from toolcanary.train.simulator_check import SimulatorNotReady
 
 BASE = {"outcome": "ok", "tool_call_turns": 1, "response_turns": 1, "assistant_turns": 2, "tool_turns": 1,
         "user_turns": 0, "tool_rewards": [], "user_rewards": [], "invalid_calls": 0, "calls": 1,

@@ -33,10 +33,7 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.contract.training_files import step_episodes
 from toolcanary.simulator.scripted import gold_trajectory
 from toolcanary.train.curriculum import Curriculum
-from toolcanary.train.publisher import read_published, verify_checkpoint
-from toolcanary.train.rollout import step_specs
-from toolcanary.train.settings import TrainSettings
-from toolcanary.train.verl_hooks import (
+from toolcanary.train.gpu.verl_hooks import (
     PublishingCheckpointCallback,
     assign_specs,
     begin_step,
@@ -45,6 +42,9 @@ from toolcanary.train.verl_hooks import (
     load_curriculum,
     save_curriculum,
 )
+from toolcanary.train.publisher import read_published, verify_checkpoint
+from toolcanary.train.rollout import step_specs
+from toolcanary.train.settings import TrainSettings
 
 RECIPE = Path(__file__).resolve().parents[2] / "recipes" / "trustee-qwen3-4b"
 
@@ -104,7 +104,7 @@ def test_finished_steps_fold_into_metrics_and_the_curriculum(tmp_path):
 def test_closing_a_step_reads_that_steps_episode_files_only(tmp_path, monkeypatch):
     """Closing step 200 must not re-read the 199 steps before it: their files are not opened (a broken one in
     an earlier step's folder does not matter), so a step closes in the same time at the end of a run."""
-    import toolcanary.train.verl_hooks as hooks
+    import toolcanary.train.gpu.verl_hooks as hooks
 
     settings = _settings(tmp_path)
     folder = episode_dir(settings)

@@ -46,7 +46,7 @@ from toolcanary.analysis.training_distribution import (
     distribution_report,
     load_episodes,
 )
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.training_files import EPISODES_DIR, EPISODES_FILE
 from toolcanary.settings import add_flags, given
 
@@ -196,7 +196,7 @@ def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings) -> int:
     a = compare.load_compared(settings.results_dir, run_a, settings)
     b = compare.load_compared(settings.results_dir, run_b, settings)
     if a.data.resolve() == b.data.resolve():
-        raise ContractError("--compare", "two different runs", f"{run_a} twice", "Name the run to compare it with")
+        raise UsageError("--compare", "two different runs", f"{run_a} twice", "Name the run to compare it with")
     found = compare.json_ready(compare.compare_findings(a, b, settings))
     runs = dict(zip((a.name, b.name), compare.restricted_runs(a, b, found["common_steps"]), strict=True))
     headlines = {name: table_rows(run, headline_rows(run, settings), settings) for name, run in runs.items()}

@@ -47,10 +47,9 @@ from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import EvalPassManifest
+from toolcanary.contract.manifests import PASS_MANIFEST, EvalPassManifest
 
 COMPARE_DIR = "_compare"
-PASS_MANIFEST = "manifest.json"
 # What decides a pass's numbers, as the pass manifest records it; sample_ids stands for the items scored.
 SCORING_TERMS = ("bfcl_eval_version", "handler", "categories", "sample_size", "sample_seed", "sample_ids",
                  "served_max_model_len", "temperature", "max_tokens", "overlong_counted_wrong")

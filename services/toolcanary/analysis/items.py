@@ -38,7 +38,7 @@ import numpy as np
 from toolcanary.analysis.passes import RunItems, StepItems, kinds_seen
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, accuracy, aggregate_value
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import UsageError
 
 FOLD_RULE = ("an item is correct at a step when it is correct in more than half of that step's passes; a tie "
              "counts as not correct")
@@ -213,8 +213,8 @@ def default_steps(items: RunItems) -> tuple[int, int]:
 def check_steps(items: RunItems, steps: tuple[int, int]) -> tuple[int, int]:
     step_a, step_b = steps
     if step_a == step_b:
-        raise ContractError("--steps", "two different scored steps, A then B", f"{step_a} twice",
-                            f"Name two of the scored steps ({', '.join(map(str, items.scored_steps()[:12]))})")
+        raise UsageError("--steps", "two different scored steps, A then B", f"{step_a} twice",
+                         f"Name two of the scored steps ({', '.join(map(str, items.scored_steps()[:12]))})")
     for step in steps:
         items.pass_indices(step)  # refuses a step that was not scored, naming the scored ones
     return step_a, step_b

@@ -21,7 +21,7 @@ Per group of episodes (a training step; a curriculum level):
 - among finished episodes, the share in which the policy declined (no tool-calling turn) and the mean reward
   a decline got, on abstention tasks, on call tasks, and on the no-expected-call subset of call tasks;
 - the tool-call share: tool-calling turns / assistant turns summed over finished episodes, the definition of
-  `tool_call_share` in `train_metrics.csv` (`toolcanary.train.metrics.step_row`); checked against that file
+  `tool_call_share` in `train_metrics.csv` (`toolcanary.train.step_metrics.step_row`); checked against that file
   where both exist.
 
 The direction line compares the training tool-call share's change over the training steps between the

@@ -19,7 +19,7 @@ from pydantic import Field
 
 import toolcanary
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import UsageError
 from toolcanary.contract.run_id import RunId
 from toolcanary.settings import Cli, Options, ServiceSettings, env, project_root, volume
 
@@ -70,12 +70,12 @@ class AuditSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         for name in ("schema_threshold", "query_threshold"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
-                raise ContractError(
+                raise UsageError(
                     f"--{name}", "a number in (0, 1]", repr(value), "Pick a threshold in (0, 1]"
                 )
         for name in ("query_ngram", "min_query_words", "verbatim_ngram", "top_k", "chunk_rows"):
             if getattr(self, name) < 1:
-                raise ContractError(f"--{name}", "a positive integer", repr(getattr(self, name)))
+                raise UsageError(f"--{name}", "a positive integer", repr(getattr(self, name)))
         return self
 
 

@@ -3,7 +3,8 @@
 Importing this package pulls in the standard library and pydantic v2, nothing else, so every image and
 environment can depend on it. Bump `CONTRACT_VERSION` whenever a shape changes incompatibly; every service
 reports it and every manifest records it. `volumes.VOLUME_FILES` names the type of every file a run writes
-under the volume roots; `loopback` holds the free-port and wait-until-ready helpers every launcher shares.
+under the volume roots. Helpers that are not shapes (the launchers' loopback polling, a checkout's git files)
+live in `toolcanary.common`.
 
     from toolcanary.contract import SimulatedTask, parse_assistant_text, compute_aggregates
 """
@@ -43,7 +44,7 @@ from toolcanary.contract.csv_schemas import (
     read_bfcl_by_category,
     read_train_metrics,
 )
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import BusyError, ContractError, UsageError
 from toolcanary.contract.hermes import (
     MalformedCall,
     ParsedTurn,
@@ -114,7 +115,9 @@ __all__ = [
     "read_checkpoint_manifest",
     "EvalPassManifest",
     "CheckpointManifest",
+    "BusyError",
     "ContractError",
+    "UsageError",
     "AGGREGATES",
     "AGGREGATE_NAMES",
     "Aggregate",

@@ -1,17 +1,24 @@
-"""The one error type the contract raises: bad data at a process or file boundary.
+"""The errors ToolCanary raises when it refuses something, in one message form, by kind.
 
-Every message says what was expected, what came, and what to do, so the caller can show it unchanged.
+Every message says where, what was expected, what came, and what to do, so the caller can show it unchanged:
+
+- `ContractError`: data that crosses a process or file boundary does not match the contract (a row, a
+  manifest, a request body). It is also the base of the other kinds, so a command that stops on any refusal
+  catches it alone.
+- `UsageError`: a flag, environment variable or setting that cannot work (exit status 2 in every CLI).
+- `BusyError`: another process holds what this one needs (a pass folder another client is scoring): nothing is
+  wrong, try again when it is done.
 """
 
 from __future__ import annotations
 
 
 class ContractError(ValueError):
-    """Data that crosses a boundary does not match the contract.
+    """Data that crosses a boundary does not match the contract; the base of every refusal.
 
     Args:
-        where: the file (and row) or the request field that is wrong.
-        expected: what the contract requires there.
+        where: the file (and row), the request field or the setting that is wrong.
+        expected: what is required there.
         got: what was found instead.
         fix: what the reader can do about it.
     """
@@ -22,3 +29,11 @@ class ContractError(ValueError):
         if fix:
             message += f". {fix}"
         super().__init__(message)
+
+
+class UsageError(ContractError):
+    """A flag, environment variable or setting that cannot work, named as the user gave it."""
+
+
+class BusyError(ContractError):
+    """Another process holds what this one needs; the same call succeeds once it is done."""

@@ -28,6 +28,8 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.contract.run_id import RunId
 
 CHECKPOINT_MANIFEST = "manifest.json"
+# An evaluation pass's manifest, in its folder `passes/step_NNNN_pass_P/` (EvalPassManifest).
+PASS_MANIFEST = "manifest.json"
 PUBLISHED = "published.jsonl"
 
 

@@ -47,7 +47,7 @@ FAILURE_FILE = "failure.json"
 # The two outcomes that are not BFCL error types; every other outcome is an error type and counts as wrong.
 CORRECT = "correct"
 OVERLONG = "overlong"
-# Cut at the pass's output cap: never BFCL's verdict, always wrong (toolcanary.evaluate.guards, guard 7).
+# Cut at the pass's output cap: never BFCL's verdict, always wrong (toolcanary.evaluate.guards, guard truncated-answers).
 TRUNCATED = "truncated"
 # What the model returned for an item (toolcanary.evaluate.answers decides it, docs/analysis.md explains it):
 # structured calls the server parsed, call markup it did not parse, plain text, or nothing.

@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import secrets
 
+from toolcanary.common.loopback import free_port
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS, WARM_START
-from toolcanary.contract.loopback import free_port
 from toolcanary.demo.processes import ChildFailed, ProcessGroup
 from toolcanary.demo.progress import FileProgress, row_count, scored_passes
 from toolcanary.demo.settings import VENVS, DemoSettings

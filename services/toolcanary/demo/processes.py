@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from toolcanary.contract.loopback import wait_until_ok
+from toolcanary.common.loopback import wait_until_ok
 
 logger = logging.getLogger(__name__)
 

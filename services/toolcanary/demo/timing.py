@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from toolcanary.contract.csv_schemas import TRAIN_METRICS, read_train_metrics
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import EvalPassManifest
+from toolcanary.contract.manifests import PASS_MANIFEST, EvalPassManifest
 
 TIMINGS_FILE = "demo_timings.json"
 
@@ -58,7 +58,7 @@ def _step_seconds(results: Path) -> list[float]:
 
 def _finished_passes(results: Path) -> list[EvalPassManifest]:
     out = []
-    for path in sorted((results / "passes").glob("step_*_pass_*/manifest.json")):
+    for path in sorted((results / "passes").glob(f"step_*_pass_*/{PASS_MANIFEST}")):
         try:
             manifest = EvalPassManifest.model_validate(json.loads(path.read_text(encoding="utf-8")))
         except (OSError, ValueError, ValidationError):

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.evaluate.runner import PassOptions, PassRefused, run_pass
 from toolcanary.evaluate.settings import (
     SCHEDULE_ONLY,
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args)
         run = settings.run
         if not run:
-            raise ContractError("--run", "a run id", "nothing", "Pass --run RUN or set TOOLCANARY_RUN")
+            raise UsageError("--run", "a run id", "nothing", "Pass --run RUN or set TOOLCANARY_RUN")
         items = ItemChoice.of(args)
         if args.command == "run":
             chosen = PassChoice.of(args)

@@ -1,7 +1,7 @@
 """BFCL's item ids per category, read straight from the installed bfcl-eval data files, and id sampling.
 
 Reading the JSON files directly keeps the client fast: importing bfcl_eval itself costs about 9 s. Also
-the home of guard 6 (guards.UNKNOWN_IDS): an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
+the home of guard unknown-ids (guards.UNKNOWN_IDS): an id that matches no BFCL item is refused here, because bfcl-eval's `--run-ids`
 drops unknown ids without a word.
 
 Used by every pass (`toolcanary.evaluate.runner`); `python -m toolcanary.evaluate ls` lists the categories it reads.

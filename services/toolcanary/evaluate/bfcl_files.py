@@ -4,10 +4,10 @@ bfcl-eval stores a failed request as the string "Error during inference: ..." an
 abstention category counts it as correct); it re-reads every score file it finds and counts a missing
 category as 0. So the client reads both kinds of file strictly:
 
-- result files (`bfcl/result/...`): every requested id exactly once (guard 6), failed and empty requests
-  found (`classify`, guard 2), context-length errors told apart (guard 4), cleaned for a resume;
+- result files (`bfcl/result/...`): every requested id exactly once (guard unknown-ids), failed and empty requests
+  found (`classify`, guard failed-requests), context-length errors told apart (guard overlong-items), cleaned for a resume;
 - score files (`bfcl/score/...`): exactly one fresh file per requested category, with the requested item
-  count (guard 5);
+  count (guard score-files);
 - outcomes (`outcomes.jsonl`, typed in `toolcanary.contract.pass_files`): "correct", BFCL's error type,
   "overlong" or "truncated", both of which override BFCL's verdict (an irrelevance item the server refused as
   too long, or whose answer was cut at the output cap, is not a correct abstention), and the kind of answer

@@ -1,4 +1,4 @@
-"""Guard 3 (toolcanary.evaluate.guards.PREFLIGHT): probe the server before a single BFCL item is sent.
+"""Guard preflight (toolcanary.evaluate.guards.PREFLIGHT): probe the server before a single BFCL item is sent.
 
 Four checks, each a known way for bfcl-eval to report a wrong number without failing: the server must
 list the expected model (a stale server would score another checkpoint), accept a tools request with

@@ -1,14 +1,16 @@
 """One evaluation pass of one served checkpoint, read top to bottom: `run_pass` runs the phases in order.
 
     1. resolve inputs  the checkpoint and its weights hash, the item ids (the run's sample.json), the rows the
-                       run's CSV already holds; then the pass folder is locked and claimed (guards 1 and 6)
-    2. preflight       probe the server before any BFCL request (guard 3); size the pass from what it reports
+                       run's CSV already holds; then the pass folder is locked and claimed (guards
+                       reused-folder, unknown-ids)
+    2. preflight       probe the server before any BFCL request (guard preflight); size the pass from what it reports
                        (toolcanary.evaluate.sizing: output cap, threads, stall guard)
     3. generate        bfcl-eval generate in a fresh subprocess (a resume keeps only whole, answered results)
-    4. refuse errors   read every result strictly; a failed or empty request refuses the pass (guards 2 and 6)
-    5. evaluate        bfcl-eval evaluate in a fresh subprocess; read its score files strictly (guard 5)
-    6. count           per-item outcomes (overlong and truncated ones marked, guards 4 and 7, and the kind of each
-                       answer), the rows, the manifest
+    4. refuse errors   read every result strictly; a failed or empty request refuses the pass (guards
+                       failed-requests, unknown-ids)
+    5. evaluate        bfcl-eval evaluate in a fresh subprocess; read its score files strictly (guard score-files)
+    6. count           per-item outcomes (overlong and truncated ones marked, guards overlong-items and
+                       truncated-answers, and the kind of each answer), the rows, the manifest
     7. append          the rows into `<results>/<run>/bfcl_by_category.csv`, all at once, under its lock
 
 `python -m toolcanary.evaluate guards` lists the guards. Rows are appended only after every guard passed; a
@@ -47,8 +49,13 @@ from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.append_only import lock_path
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, BfclRow, append_bfcl_rows, read_bfcl_by_category
-from toolcanary.contract.errors import ContractError
-from toolcanary.contract.manifests import CheckpointManifest, EvalPassManifest, verify_as_published
+from toolcanary.contract.errors import BusyError, ContractError, UsageError
+from toolcanary.contract.manifests import (
+    PASS_MANIFEST,
+    CheckpointManifest,
+    EvalPassManifest,
+    verify_as_published,
+)
 from toolcanary.contract.pass_files import (
     CORRECT,
     COUNTS_FILE,
@@ -140,7 +147,7 @@ class PassPaths:
     request = property(lambda self: self.folder / REQUEST_FILE)
     outcomes = property(lambda self: self.folder / OUTCOMES_FILE)
     counts = property(lambda self: self.folder / COUNTS_FILE)
-    manifest = property(lambda self: self.folder / "manifest.json")
+    manifest = property(lambda self: self.folder / PASS_MANIFEST)
     failure = property(lambda self: self.folder / FAILURE_FILE)
 
 
@@ -274,8 +281,8 @@ def resolve_ids(
     check_categories(categories)
     if sample is None:
         if sample_multi_turn is not None:
-            raise ContractError("--sample-multi-turn", "--sample as well (it sizes the other categories)",
-                                f"--sample-multi-turn {sample_multi_turn} alone", "Add --sample K")
+            raise UsageError("--sample-multi-turn", "--sample as well (it sizes the other categories)",
+                             f"--sample-multi-turn {sample_multi_turn} alone", "Add --sample K")
         return categories, {c: list(category_ids(c)) for c in categories}, False
     ids = choose_sample(categories, sample, seed, sample_multi_turn)
     pinned = run_dir / SAMPLE_FILE
@@ -329,8 +336,8 @@ def lock(paths: PassPaths) -> int:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise ContractError(str(paths.folder), "a pass folder no other client is using", "it is locked",
-                            "Another evaluation of this pass is running; wait for it or stop it") from None
+        raise BusyError(str(paths.folder), "a pass folder no other client is using", "it is locked",
+                        "Another evaluation of this pass is running; wait for it or stop it") from None
     return fd
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolcanary.contract.csv_schemas import read_bfcl_by_category
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.manifests import read_published, verify_checkpoint
 from toolcanary.evaluate.runner import PassOptions, PassPaths, csv_lock, run_pass
 from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
@@ -97,7 +97,7 @@ def make_serving(settings: EvalSettings, run: str) -> Serving:
         return ComposeServing(settings.compose_command, settings.compose_service)
     if settings.serving == "local":
         return LocalProcessServing(settings.serve_command, settings.serve_port, settings.results_dir / run / "serving")
-    raise ContractError("--serving", "local or compose", repr(settings.serving))
+    raise UsageError("--serving", "local or compose", repr(settings.serving))
 
 
 def local_url(settings: EvalSettings) -> EvalSettings:
@@ -113,7 +113,7 @@ def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Servin
     if not settings.gpus:
         return [(local_url(settings), make_serving(settings, run))]
     if settings.serving not in ("local", "compose"):
-        raise ContractError("--serving", "local or compose", repr(settings.serving))
+        raise UsageError("--serving", "local or compose", repr(settings.serving))
     out = []
     for offset, gpu in enumerate(settings.gpus):
         port = settings.serve_port + offset

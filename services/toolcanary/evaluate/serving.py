@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from toolcanary.contract.errors import ContractError
-from toolcanary.contract.loopback import wait_until_ok
+from toolcanary.common.loopback import wait_until_ok
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.evaluate import gpu_share
 from toolcanary.evaluate.bfcl_process import die_with_parent
 
@@ -56,8 +56,8 @@ class LocalProcessServing:
 
     def __init__(self, template: str, port: int, log_dir: Path, env: dict[str, str] | None = None) -> None:
         if not template:
-            raise ContractError("--serve-command", "a command template with {model_dir} {served_model} {port}",
-                                "nothing", "Set TOOLCANARY_EVALUATE_SERVE_COMMAND or pass --serve-command")
+            raise UsageError("--serve-command", "a command template with {model_dir} {served_model} {port}",
+                             "nothing", "Set TOOLCANARY_EVALUATE_SERVE_COMMAND or pass --serve-command")
         self.template, self.port, self.log_dir, self.env = template, port, log_dir, dict(env or {})
         self.process: subprocess.Popen | None = None
 
@@ -70,9 +70,9 @@ class LocalProcessServing:
         try:
             return [part.format(**values) for part in shlex.split(self.template)]
         except (KeyError, IndexError, ValueError) as err:
-            raise ContractError("--serve-command", "a command template whose only fields are {model_dir} "
-                                "{served_model} {port} {step}", f"{self.template!r} ({err})",
-                                "Fix TOOLCANARY_EVALUATE_SERVE_COMMAND or --serve-command") from None
+            raise UsageError("--serve-command", "a command template whose only fields are {model_dir} "
+                             "{served_model} {port} {step}", f"{self.template!r} ({err})",
+                             "Fix TOOLCANARY_EVALUATE_SERVE_COMMAND or --serve-command") from None
 
     def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)

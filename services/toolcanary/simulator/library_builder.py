@@ -1,8 +1,8 @@
 """Write the default tool library (TRUSTEE's format) from the catalog modules, deterministically.
 
-    python -m toolcanary.simulator.library_builder                # rewrite the packaged default library
-    python -m toolcanary.simulator.library_builder --check        # exit 1 if the committed JSON is stale
-    python -m toolcanary.simulator build-library --out build/library.json   # the same command, as a verb
+    python -m toolcanary.simulator build-library                  # rewrite the packaged default library
+    python -m toolcanary.simulator build-library --check          # exit 1 if the committed JSON is stale
+    python -m toolcanary.simulator build-library --out build/library.json   # elsewhere
 
 The output is category -> toolset name -> [tool entry], each entry `{"type": "function", "function": {...},
 "toolset_name", "toolset_description", "category", "x_result"}`. `x_result` (result kind and schema) is read
@@ -12,7 +12,6 @@ only by the scripted tool role; `load_tool_library` ignores it and the policy ne
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -90,16 +89,3 @@ def build_or_check(out: Path | None = None, check: bool = False) -> tuple[int, s
         return 0, f"{out} is up to date"
     return 0, f"wrote {out}: {write_library(out)}"
 
-
-if __name__ == "__main__":
-    # Its own two flags rather than the simulator CLI's parser, so this module never imports the CLI.
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator.library_builder",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="where to write (default: the packaged file)")
-    parser.add_argument("--check", action="store_true", help="only compare with --out; exit 1 when it differs")
-    cli = parser.parse_args()
-    status, line = build_or_check(cli.out, cli.check)
-    (sys.stderr if status else sys.stdout).write(line + "\n")
-    sys.exit(status)

@@ -22,8 +22,8 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
+from toolcanary.common.trustee_checkout import CommitId, TrusteeCheckout, pinned_commit
 from toolcanary.contract.run_id import RunId
-from toolcanary.contract.trustee_checkout import CommitId, TrusteeCheckout, pinned_commit
 from toolcanary.settings import Cli, Options, Presets, ServiceSettings, env, project_root, volume
 from toolcanary.simulator.library_index import DEFAULT_LIBRARY_PATH
 

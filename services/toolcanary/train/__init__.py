@@ -3,6 +3,8 @@
     python -m toolcanary.train cpu --run demo --steps 2 --save-every 1     # the CPU embedded run
     recipes/trustee-qwen3-4b/train.sh                                     # the GPU recipe (verl main_ppo)
 
-`agent_loop` is the episode verl runs on both paths; `cpu_run` drives it on CPU; `verl_hooks` holds the
-classes the GPU trainer loads by name. See docs/train.md.
+The folder shows what runs where: `cpu/` only on the CPU path (the one-process run and the policies it
+trains), `gpu/` only around verl's own trainer (the hooks its YAML names, the recipe's checks), and beside them
+what both paths run: `agent_loop` (the episode verl runs), `rollout`, `grpo`, `curriculum`, the simulator's
+client and check, the step metrics and the publisher. See docs/train.md.
 """

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("verl").setLevel(logging.WARNING)  # verl logs its token-builder choice once per episode
     try:
         if args.command == "build-policy":
-            from toolcanary.train.tiny_policy import build_base_policy
+            from toolcanary.train.cpu.tiny_policy import build_base_policy
 
             options = BuildPolicy.of(args)
             print(build_base_policy(options.policy, options.out, seed=options.seed)[1])
@@ -148,24 +148,24 @@ def main(argv: list[str] | None = None) -> int:
             given_args = MainPpoArgs.of(args).main_ppo_args
             argv = given_args[1:] if given_args[:1] == ["--"] else given_args
             if args.command == "publish-base":
-                from toolcanary.train.base_checkpoint import publish_base
+                from toolcanary.train.gpu.base_checkpoint import publish_base
 
                 print(publish_base(argv))
                 return 0
-            from toolcanary.train.recipe_check import check_recipe
+            from toolcanary.train.gpu.recipe_check import check_recipe
 
             report = check_recipe(argv)
             print("\n".join(f"ok  {line}" for line in report.checks))
             return 0
         if args.command == "wait-for-nodes":
-            from toolcanary.train.ray_cluster import wait_for_nodes
+            from toolcanary.train.gpu.ray_cluster import wait_for_nodes
 
             wait = WaitForNodes.of(args)
             size = wait_for_nodes(wait.nodes, wait.gpus_per_node, address=wait.address, timeout_s=wait.timeout_s)
             print(f"Ray cluster ready: {size.nodes} nodes, {size.gpus:g} GPUs")
             return 0
         if args.command == "seed-data":
-            from toolcanary.train.seed_data import write_seed_data
+            from toolcanary.train.gpu.seed_data import write_seed_data
 
             seed = SeedData.of(args)
             settings = TrainSettings.from_env(run=seed.run)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             print("\n".join(str(p) for p in paths))
             return 0
         settings = TrainSettings.from_env(**given(args, TrainSettings))
-        from toolcanary.train.cpu_run import starting_policy, train_cpu
+        from toolcanary.train.cpu.run import starting_policy, train_cpu
 
         progress = not Progress.of(args).quiet
         if args.command == "starting-policy":

@@ -49,8 +49,8 @@ from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.contract.training_files import EpisodeRecord, step_episodes
 from toolcanary.train.episode import EpisodeSpec
 from toolcanary.train.episode_rules import LoopState, Replies, rules_for
-from toolcanary.train.metrics import append_line
 from toolcanary.train.simulator_client import RoleTimeouts, SimulatorClient
+from toolcanary.train.step_metrics import append_line
 from toolcanary.train.tool_turn import run_tool_turn
 
 AGENT_NAME = "toolcanary_simulated"

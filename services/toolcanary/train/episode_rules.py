@@ -32,13 +32,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from toolcanary.common.trustee_checkout import TrusteeCheckout
 from toolcanary.contract.chat import FunctionCall, ToolCall
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.hermes import CALL_CLOSE, CALL_OPEN, parse_assistant_text
 from toolcanary.contract.simulator_api import UserResponse
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.contract.training_files import EpisodeRecord
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.train.episode import SYSTEM_PROMPTS, EpisodeSpec, truncate_middle, truncate_middle_trustee
 
 PHASES = ("after_generation", "before_acting")

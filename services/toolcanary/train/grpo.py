@@ -41,7 +41,7 @@ from verl.trainer.ppo.core_algos import (
 from verl.utils.torch_functional import entropy_from_logits, logprobs_from_logits_naive, masked_mean
 
 from toolcanary.contract.training_files import EpisodeRecord
-from toolcanary.train.metrics import UpdateStats
+from toolcanary.train.step_metrics import UpdateStats
 
 if TYPE_CHECKING:
     from toolcanary.train.settings import TrainSettings

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
+from toolcanary.common.git_files import head_commit
 from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.contract.append_only import fsync_dir
 from toolcanary.contract.errors import ContractError
@@ -52,13 +52,9 @@ def step_dir_name(step: int) -> str:
 
 
 def current_commit() -> str:
-    if os.environ.get("TOOLCANARY_COMMIT"):
-        return os.environ["TOOLCANARY_COMMIT"]
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+    """The code's commit for a manifest: TOOLCANARY_COMMIT (the images, which hold no .git), else the HEAD of
+    the checkout the code runs from, else "unknown"."""
+    return os.environ.get("TOOLCANARY_COMMIT") or head_commit(REPO_ROOT) or "unknown"
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from toolcanary.contract.errors import ContractError
+from toolcanary.common.trustee_checkout import CommitId, pinned_commit
+from toolcanary.contract.errors import UsageError
 from toolcanary.contract.run_id import RunId
-from toolcanary.contract.trustee_checkout import CommitId, pinned_commit
 from toolcanary.settings import Presets, ServiceSettings, env, project_root, volume
 
 REPO_ROOT = project_root()
@@ -151,34 +151,34 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     def validate(self) -> None:
         for name in ("steps", "save_every", "tasks_per_step", "rollouts_per_task", "max_turn_tokens", "ppo_epochs"):
             if getattr(self, name) < 1:
-                raise ContractError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
+                raise UsageError(f"--{name.replace('_', '-')}", "a positive integer", repr(getattr(self, name)))
         if self.ppo_mini_batch_size < 0:
-            raise ContractError("--ppo-mini-batch-size", "tasks per optimizer step, >= 0 (0: the whole step)",
-                                repr(self.ppo_mini_batch_size))
+            raise UsageError("--ppo-mini-batch-size", "tasks per optimizer step, >= 0 (0: the whole step)",
+                             repr(self.ppo_mini_batch_size))
         if self.rollouts_per_task < 2:
-            raise ContractError("--rollouts-per-task", "at least 2 (GRPO needs a group)", repr(self.rollouts_per_task))
+            raise UsageError("--rollouts-per-task", "at least 2 (GRPO needs a group)", repr(self.rollouts_per_task))
         if not 0 <= self.max_aborted_frac < 1:
-            raise ContractError("--max-aborted-frac", "a share in [0, 1)", repr(self.max_aborted_frac))
+            raise UsageError("--max-aborted-frac", "a share in [0, 1)", repr(self.max_aborted_frac))
         if self.max_aborted_steps < 1:
-            raise ContractError("--max-aborted-steps", "a positive integer", repr(self.max_aborted_steps))
+            raise UsageError("--max-aborted-steps", "a positive integer", repr(self.max_aborted_steps))
         if self.replay_tasks_of and self.simulator_url:
-            raise ContractError("--replay-tasks-of", "a run whose tasks the started simulator replays",
-                                f"{self.replay_tasks_of!r} with --simulator-url {self.simulator_url}",
-                                "Start that simulator with --replay-tasks-of instead; a trainer cannot change the "
-                                "tasks of a simulator it did not start")
+            raise UsageError("--replay-tasks-of", "a run whose tasks the started simulator replays",
+                             f"{self.replay_tasks_of!r} with --simulator-url {self.simulator_url}",
+                             "Start that simulator with --replay-tasks-of instead; a trainer cannot change the "
+                             "tasks of a simulator it did not start")
         if self.mode not in ("toolcanary", "trustee"):
-            raise ContractError("--mode", "toolcanary or trustee", repr(self.mode))
+            raise UsageError("--mode", "toolcanary or trustee", repr(self.mode))
         if self.mode == "trustee" and self.trustee_dir is None:
-            raise ContractError("--mode trustee", "a TRUSTEE checkout (--trustee-dir or TOOLCANARY_TRAIN_TRUSTEE_DIR)",
-                                "none", "Clone TRUSTEE at the pinned commit (recipes/trustee-qwen3-4b/README.md)")
+            raise UsageError("--mode trustee", "a TRUSTEE checkout (--trustee-dir or TOOLCANARY_TRAIN_TRUSTEE_DIR)",
+                             "none", "Clone TRUSTEE at the pinned commit (recipes/trustee-qwen3-4b/README.md)")
         if self.simulator_wait_s < 0:
-            raise ContractError("--simulator-wait-s", "seconds >= 0", repr(self.simulator_wait_s))
+            raise UsageError("--simulator-wait-s", "seconds >= 0", repr(self.simulator_wait_s))
         for name in ("checkpoints_dir", "results_dir", "runs_dir"):
             setattr(self, name, Path(getattr(self, name)))
         self.policy = str(self.policy)
         if self.policy not in POLICY_PRESETS and not (Path(self.policy) / "config.json").exists():
-            raise ContractError("--policy", f"one of {sorted(POLICY_PRESETS)} or a folder with config.json",
-                                repr(self.policy), "Build one with `python -m toolcanary.train build-policy`")
+            raise UsageError("--policy", f"one of {sorted(POLICY_PRESETS)} or a folder with config.json",
+                             repr(self.policy), "Build one with `python -m toolcanary.train build-policy`")
 
     def run_checkpoints(self) -> Path:
         return self.checkpoints_dir / self.run

@@ -1,7 +1,7 @@
 """Stands in for `python3 -m verl.trainer.main_ppo` on the Ray head of tests/containers/test_multinode.py.
 
 train.sh hands it the recipe's real arguments (its wiring loop, and the cluster address it adds when
-NNODES > 1). It composes them with verl's own main_ppo up to `ray.init` (toolcanary.train.recipe_check's
+NNODES > 1). It composes them with verl's own main_ppo up to `ray.init` (toolcanary.train.gpu.recipe_check's
 compose_like_main_ppo), calls `ray.init` with exactly those arguments, as main_ppo would next, and then runs
 one task pinned to another node of the cluster, which reports the environment it sees and writes a file into
 the results volume. Everything it found is printed as one line, `PROBE <json>`, for the test to read.
@@ -20,7 +20,7 @@ from pathlib import Path
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from toolcanary.train.recipe_check import compose_like_main_ppo
+from toolcanary.train.gpu.recipe_check import compose_like_main_ppo
 
 # A secret train.sh keeps out of the wiring (verl prints its config): a worker has it from its own environment.
 TOKEN = "TOOLCANARY_SIMULATOR_TOKEN"

@@ -17,7 +17,7 @@ any call on an abstention task and no call on a task that needs one get verifier
 judges the arguments (ToolBench's own defaults, such as "500" for a number, reach it); the verifier is always
 asked (the trainer applies TRUSTEE's no-call penalty), except on an abstention task (below); the tool, user and
 verifier answers are read and checked as TRUSTEE's simulator does (`json_output.read_trustee_json`,
-`outputs.Trustee*Output`), and each request is re-sent as TRUSTEE's OpenAI client re-sends it (2 times,
+`role_answers.Trustee*Output`), and each request is re-sent as TRUSTEE's OpenAI client re-sends it (2 times,
 `sdk_retries`). That behaviour is implemented from reading TRUSTEE's `verl/recipe/trustee/simulator.py`: the
 module imports verl's agent loop when it is imported, which the simulator image does not carry, so it cannot be
 called from the checkout as the templates are.
@@ -40,6 +40,7 @@ from typing import TypeVar
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt, wait_fixed
 
+from toolcanary.common.trustee_checkout import TrusteeCheckout
 from toolcanary.contract import (
     ExpectedCall,
     SimulatedTask,
@@ -52,7 +53,6 @@ from toolcanary.contract import (
     VerifyRequest,
     VerifyResponse,
 )
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 from toolcanary.simulator.backend import RoleOutput
 from toolcanary.simulator.calls import abstention_verdict, executed_calls, rng_for, task_id_for
 from toolcanary.simulator.library_index import LibraryIndex, NoOtherCategory
@@ -63,7 +63,7 @@ from toolcanary.simulator.llm.json_output import (
     read_trustee_author_json,
     read_trustee_json,
 )
-from toolcanary.simulator.llm.outputs import (
+from toolcanary.simulator.llm.role_answers import (
     AuthorOutput,
     ToolOutput,
     TrusteeAuthorOutput,

@@ -1,6 +1,6 @@
 """The four role prompts of the `trustee` mode: TRUSTEE's own templates, fed what TRUSTEE's code feeds them.
 
-The templates come from the user's TRUSTEE checkout (`toolcanary.contract.trustee_checkout`); this module only
+The templates come from the user's TRUSTEE checkout (`toolcanary.common.trustee_checkout`); this module only
 turns the contract's task and history into the arguments TRUSTEE passes (`simulator.py`, `agent_loop.py`,
 `curriculum.py` at the pinned commit):
 - tools as `{"type": "function", "function": {...}}` dicts, the shape TRUSTEE's rows carry;
@@ -18,8 +18,8 @@ Each function returns the chat messages of the call and, for the verifier, the c
 
 from __future__ import annotations
 
+from toolcanary.common.trustee_checkout import TrusteeCheckout
 from toolcanary.contract import DifficultySettings, Message, SimulatedTask, ToolCall, ToolSchema
-from toolcanary.contract.trustee_checkout import TrusteeCheckout
 
 
 def _tools(tools: list[ToolSchema]) -> list[dict]:

@@ -3,12 +3,12 @@
 verl saves only after a training step, so the first checkpoint its save callback publishes is step 10; every
 delta this study reports is measured against the base model scored through the same pipeline, with repeat
 passes at step 0. So before verl starts, `recipes/trustee-qwen3-4b/train.sh` composes the recipe exactly as
-verl's main_ppo will (`toolcanary.train.recipe_check`) and publishes `actor_rollout_ref.model.path` as
+verl's main_ppo will (`toolcanary.train.gpu.recipe_check`) and publishes `actor_rollout_ref.model.path` as
 `step_0000`: weights cast to the config's floating dtype (bf16 for Qwen3), a manifest with the recipe's
 thinking mode, the curriculum's first level and the weights' hash, and its line in `published.jsonl`. A hub id
 is downloaded into the model cache first (HF_HOME), where verl's workers then find it. A restart finds the
 step published and only makes sure it is announced. Before anything is written the run's disk plan is logged
-and checked (`toolcanary.train.disk_plan`): a volume with less free space than the run still needs stops it.
+and checked (`toolcanary.train.gpu.disk_plan`): a volume with less free space than the run still needs stops it.
 
     python -m toolcanary.train publish-base -- --config-path recipes/trustee-qwen3-4b \
         --config-name trustee_qwen3_4b actor_rollout_ref.model.path=/models/Qwen3-4B
@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from toolcanary.train.disk_plan import disk_plan
+from toolcanary.train.gpu.disk_plan import disk_plan
 from toolcanary.train.publisher import publish_folder, step_dir_name
 from toolcanary.train.settings import TrainSettings
 
@@ -50,8 +50,8 @@ def publish_base(argv: list[str], settings: TrainSettings | None = None,
     """
     from omegaconf import OmegaConf
 
-    from toolcanary.train.recipe_check import compose_like_main_ppo
-    from toolcanary.train.verl_hooks import recipe_thinking
+    from toolcanary.train.gpu.recipe_check import compose_like_main_ppo
+    from toolcanary.train.gpu.verl_hooks import recipe_thinking
 
     settings = settings or TrainSettings.from_env()
     config, _ = compose_like_main_ppo(argv)

@@ -223,7 +223,7 @@ def _check_agent_loop_mode(config, report: RecipeReport) -> None:
     """The agent loop's mode and, in mode trustee, its checkout; the curriculum must play the same mode."""
     from omegaconf import OmegaConf
 
-    from toolcanary.contract.trustee_checkout import PINNED_COMMIT, TrusteeCheckout
+    from toolcanary.common.trustee_checkout import PINNED_COMMIT, TrusteeCheckout
     from toolcanary.train.settings import TrainSettings
 
     agent = config.actor_rollout_ref.rollout.agent

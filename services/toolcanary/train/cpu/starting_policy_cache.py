@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-import toolcanary.train.warm_start as warm_start_module
+import toolcanary.train.cpu.warm_start as warm_start_module
 from toolcanary.contract.csv_schemas import WARM_START
 from toolcanary.contract.manifests import weights_sha256
 

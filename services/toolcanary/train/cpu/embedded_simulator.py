@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from toolcanary.contract.loopback import free_port, wait_until_ok
+from toolcanary.common.loopback import free_port, wait_until_ok
 from toolcanary.train.simulator_client import TOKEN_ENV
 
 logger = logging.getLogger(__name__)

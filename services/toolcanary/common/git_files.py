@@ -35,6 +35,32 @@ def git_folder(root: Path) -> Path | None:
     return git if git.is_dir() else None
 
 
+def head_commit(root: Path) -> str | None:
+    """The commit a git checkout's HEAD names, read from its files (no git binary needed); None if not git.
+    Only a claim: `files_at_commit` verifies the files against it."""
+    git = git_folder(root)
+    head_file = git / "HEAD" if git else None
+    if head_file is None or not head_file.is_file():
+        return None
+    head = head_file.read_text(encoding="utf-8").strip()
+    if not head.startswith("ref:"):
+        return head
+    ref = head.removeprefix("ref:").strip()
+    common = git / "commondir"
+    bases = [git] + ([(git / common.read_text(encoding="utf-8").strip()).resolve()] if common.is_file() else [])
+    for base in bases:
+        loose = base / ref
+        if loose.is_file():
+            return loose.read_text(encoding="utf-8").strip()
+        packed = base / "packed-refs"
+        if packed.is_file():
+            for line in packed.read_text(encoding="utf-8").splitlines():
+                sha, _, name = line.partition(" ")
+                if name == ref:
+                    return sha
+    return None
+
+
 def _blob_id(path: Path) -> str:
     digest = hashlib.sha1(b"blob %d\0" % path.stat().st_size)
     with path.open("rb") as handle:

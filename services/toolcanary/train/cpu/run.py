@@ -7,7 +7,7 @@ the step's row to `train_metrics.csv` and its episodes to `episodes.jsonl`, move
 `save_every` steps save the trainer state and publish a checkpoint. A rerun with the same `--run`
 resumes from the last saved state. Step 0 (the starting policy, after the warm start) is published too.
 `starting_policy` builds that starting policy alone (from the cache when it has it) and can answer held-out
-tasks with it (toolcanary.train.held_out); a later run of the same `--run` starts from it.
+tasks with it (toolcanary.train.cpu.held_out); a later run of the same `--run` starts from it.
 
 Faults (toolcanary.train.faults, the same rules as the GPU hooks): before anything else the simulator is
 checked (`preflight.check_simulator`: reachable, same contract version, token accepted, same mode and TRUSTEE
@@ -35,29 +35,29 @@ import torch
 
 from toolcanary.contract.csv_schemas import TRAIN_METRICS, WARM_START, WARM_START_COLUMNS
 from toolcanary.contract.training_files import EPISODES_FILE, HELD_OUT_FILE, EpisodeRecord, write_held_out
+from toolcanary.train.cpu.embedded_simulator import EmbeddedSimulator
+from toolcanary.train.cpu.generation_client import TransformersGenerationClient
+from toolcanary.train.cpu.gold_conversations import conversation_mix, gold_conversations, warm_start_requests
+from toolcanary.train.cpu.held_out import answer_counts, held_out_answers
+from toolcanary.train.cpu.starting_policy_cache import WARM_START_BATCH, recipe_key, restore, store
+from toolcanary.train.cpu.tiny_policy import build_base_policy, load_policy
+from toolcanary.train.cpu.trainer_state import latest_state, load_state, save_state
+from toolcanary.train.cpu.warm_start import encode_conversations, warm_start
 from toolcanary.train.curriculum import Curriculum
-from toolcanary.train.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
-from toolcanary.train.generation_client import TransformersGenerationClient
-from toolcanary.train.gold import conversation_mix, gold_conversations, warm_start_requests
 from toolcanary.train.grpo import GrpoConfig, grpo_update, update_thread_count
-from toolcanary.train.held_out import answer_counts, held_out_answers
-from toolcanary.train.metrics import (
+from toolcanary.train.publisher import publish_checkpoint, remove_partial
+from toolcanary.train.rollout import EpisodeRunner, step_specs
+from toolcanary.train.settings import TrainSettings
+from toolcanary.train.simulator_check import TrainerRules, check_simulator, wait_ready
+from toolcanary.train.step_metrics import (
     append_episodes,
     append_line,
     append_metrics_row,
     drop_steps_after,
     step_row,
 )
-from toolcanary.train.preflight import TrainerRules, check_simulator, wait_ready
-from toolcanary.train.publisher import publish_checkpoint, remove_partial
-from toolcanary.train.rollout import EpisodeRunner, step_specs
-from toolcanary.train.settings import TrainSettings
-from toolcanary.train.starting_policy_cache import WARM_START_BATCH, recipe_key, restore, store
 from toolcanary.train.task_keys import task_key_prefix
-from toolcanary.train.tiny_policy import build_base_policy, load_policy
-from toolcanary.train.trainer_state import latest_state, load_state, save_state
-from toolcanary.train.warm_start import encode_conversations, warm_start
 
 logger = logging.getLogger(__name__)
 

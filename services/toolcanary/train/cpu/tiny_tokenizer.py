@@ -7,7 +7,7 @@ The corpus is generated from a fixed seed, plus the tool schemas of the scripted
 library when it is installed (tool descriptions dominate prompt length, so learning their words keeps a
 CPU step cheap); the same inputs give byte-identical files.
 
-    from toolcanary.train.tiny_tokenizer import build_tokenizer
+    from toolcanary.train.cpu.tiny_tokenizer import build_tokenizer
     tokenizer = build_tokenizer(chat_template_text)
 """
 

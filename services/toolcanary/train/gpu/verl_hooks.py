@@ -1,8 +1,8 @@
 """The two pieces verl's GPU trainer loads by name: the curriculum-driving agent-loop manager and the
 checkpoint callback that publishes every save through the same atomic publisher as the CPU run.
 
-    actor_rollout_ref.rollout.agent.agent_loop_manager_class=toolcanary.train.verl_hooks.CurriculumAgentLoopManager
-    trainer.checkpoint_callback_class=toolcanary.train.verl_hooks.PublishingCheckpointCallback
+    actor_rollout_ref.rollout.agent.agent_loop_manager_class=toolcanary.train.gpu.verl_hooks.CurriculumAgentLoopManager
+    trainer.checkpoint_callback_class=toolcanary.train.gpu.verl_hooks.PublishingCheckpointCallback
 
 verl's V1 manager only dispatches a step's episodes (they finish in the background), so a step is closed
 (its row appended to `train_metrics.csv`, the curriculum moved) when the trainer moves on: at the next
@@ -13,7 +13,7 @@ the state after every closed step (a restart that redoes steps rolls back to the
 saw) and the attempt id each step was dispatched under (a redone step folds only its new episodes).
 Both read the run id and volume roots from the environment (`TOOLCANARY_TRAIN_RUN`, ...).
 
-Faults, with the CPU run's code (toolcanary.train.faults, toolcanary.train.preflight): before the first
+Faults, with the CPU run's code (toolcanary.train.faults, toolcanary.train.simulator_check): before the first
 dispatch of a trainer process the simulator must pass the pre-flight check (reachable, same contract version,
 token accepted, the trainer's mode and TRUSTEE commit, ready), else the run refuses to start; before every
 later dispatch the manager waits (up to `TOOLCANARY_TRAIN_SIMULATOR_WAIT_S`) for a simulator that is down. Every
@@ -52,11 +52,11 @@ from toolcanary.contract.training_files import (
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import EpisodeSpec
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
-from toolcanary.train.metrics import append_metrics_row, drop_steps_after, read_episodes, step_row
-from toolcanary.train.preflight import TrainerRules, check_simulator, wait_ready
 from toolcanary.train.publisher import publish_folder
 from toolcanary.train.rollout import step_specs
 from toolcanary.train.settings import TrainSettings
+from toolcanary.train.simulator_check import TrainerRules, check_simulator, wait_ready
+from toolcanary.train.step_metrics import append_metrics_row, drop_steps_after, read_episodes, step_row
 from toolcanary.train.task_keys import task_key_prefix
 
 logger = logging.getLogger(__name__)

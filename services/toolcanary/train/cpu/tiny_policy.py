@@ -16,8 +16,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
-from toolcanary.train.policy_files import chat_template_text, patch_json
-from toolcanary.train.tiny_tokenizer import build_tokenizer
+from toolcanary.train.cpu.policy_files import chat_template_text, patch_json
+from toolcanary.train.cpu.tiny_tokenizer import build_tokenizer
 
 logger = logging.getLogger(__name__)
 TINY_BASE_MODEL = "toolcanary/tiny-qwen3"
@@ -66,7 +66,7 @@ def build_base_policy(policy: str, out: Path, seed: int = 0) -> tuple[str, Path]
     if policy == "tiny":
         return TINY_BASE_MODEL, build_tiny_policy(out, seed=seed)
     if policy == "smollm2":
-        from toolcanary.train.smollm2_policy import SMOLLM2_BASE_MODEL, build_smollm2_policy
+        from toolcanary.train.cpu.smollm2_policy import SMOLLM2_BASE_MODEL, build_smollm2_policy
 
         return SMOLLM2_BASE_MODEL, build_smollm2_policy(out)
     return policy, Path(policy)

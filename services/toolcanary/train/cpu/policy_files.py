@@ -11,7 +11,7 @@ from pathlib import Path
 
 
 def chat_template_text() -> str:
-    return resources.files("toolcanary.train").joinpath("chat_template.jinja").read_text()
+    return resources.files("toolcanary.train.cpu").joinpath("chat_template.jinja").read_text()
 
 
 def patch_json(path: Path, **updates) -> None:

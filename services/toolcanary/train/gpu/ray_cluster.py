@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ def wait_for_nodes(nodes: int, gpus_per_node: int, *, address: str = "auto", tim
         ContractError: bad counts, or the cluster is still short after `timeout_s` (naming what joined).
     """
     if nodes < 1 or gpus_per_node < 0:
-        raise ContractError("--nodes / --gpus-per-node", "at least 1 node and 0 or more GPUs per node",
-                            f"{nodes} nodes, {gpus_per_node} GPUs per node")
+        raise UsageError("--nodes / --gpus-per-node", "at least 1 node and 0 or more GPUs per node",
+                         f"{nodes} nodes, {gpus_per_node} GPUs per node")
     import ray
 
     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=False)

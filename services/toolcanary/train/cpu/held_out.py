@@ -22,9 +22,9 @@ from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token
 
 from toolcanary.contract.hermes import CALL_OPEN, parse_assistant_text
 from toolcanary.contract.training_files import HeldOutAnswer
+from toolcanary.train.cpu.generation_client import TransformersGenerationClient
+from toolcanary.train.cpu.gold_conversations import warm_start_requests
 from toolcanary.train.episode import SYSTEM_PROMPTS
-from toolcanary.train.generation_client import TransformersGenerationClient
-from toolcanary.train.gold import warm_start_requests
 from toolcanary.train.simulator_client import SimulatorClient
 
 logger = logging.getLogger(__name__)

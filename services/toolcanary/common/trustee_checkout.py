@@ -5,7 +5,7 @@ commit) without copying them into this repository: the five template modules are
 and called with the fields TRUSTEE's own code passes, and the simulator loads TRUSTEE's tool library from it.
 A checkout that is missing, incomplete or at another commit is refused with the path and the fix, and so is
 one whose files are not byte for byte the commit's: every file the mode reads is hashed against the commit's
-tree, read object by object from the checkout's own git store (`toolcanary.contract.git_files`), before any
+tree, read object by object from the checkout's own git store (`toolcanary.common.git_files`), before any
 of them is imported. A `.git/HEAD` that merely names the pinned commit does not pass.
 
     git clone https://github.com/JamyDon/TRUSTEE && git -C TRUSTEE checkout daf7267919815b1da45e28b29097e51879a88ae2
@@ -29,8 +29,8 @@ from typing import Annotated, Any
 
 from pydantic import StringConstraints
 
+from toolcanary.common.git_files import files_at_commit, head_commit
 from toolcanary.contract.errors import ContractError
-from toolcanary.contract.git_files import files_at_commit, git_folder
 
 PINNED_COMMIT = "daf7267919815b1da45e28b29097e51879a88ae2"
 RECIPE_DIR = "verl/recipe/trustee"
@@ -56,32 +56,6 @@ CommitId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{40}$")]
 def pinned_commit() -> str:
     """The default of the settings `trustee_commit`: PINNED_COMMIT, read when a setting is made."""
     return PINNED_COMMIT
-
-
-def _head_commit(root: Path) -> str | None:
-    """The commit a git checkout's HEAD names, read from its files (no git binary needed); None if not git.
-    Only a claim: `TrusteeCheckout.open` verifies the files against the commit."""
-    git = git_folder(root)
-    head_file = git / "HEAD" if git else None
-    if head_file is None or not head_file.is_file():
-        return None
-    head = head_file.read_text(encoding="utf-8").strip()
-    if not head.startswith("ref:"):
-        return head
-    ref = head.removeprefix("ref:").strip()
-    common = git / "commondir"
-    bases = [git] + ([(git / common.read_text(encoding="utf-8").strip()).resolve()] if common.is_file() else [])
-    for base in bases:
-        loose = base / ref
-        if loose.is_file():
-            return loose.read_text(encoding="utf-8").strip()
-        packed = base / "packed-refs"
-        if packed.is_file():
-            for line in packed.read_text(encoding="utf-8").splitlines():
-                sha, _, name = line.partition(" ")
-                if name == ref:
-                    return sha
-    return None
 
 
 def _import(path: Path, name: str) -> ModuleType:
@@ -186,7 +160,7 @@ class TrusteeCheckout:
 def _open(root: Path, pinned: str) -> TrusteeCheckout:
     if not root.is_dir():
         raise ContractError("trustee_dir", "a checkout of TRUSTEE (JamyDon/TRUSTEE)", f"no folder at {root}", _FIX)
-    commit = _head_commit(root)
+    commit = head_commit(root)
     if commit is None:
         raise ContractError(str(root), f"a git checkout of TRUSTEE at commit {pinned}",
                             "a folder without git metadata (.git), so its commit cannot be checked", _FIX)
