@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from toolcanary.common.git_files import files_at_commit
+from toolcanary.common.git_files import files_at_commit, head_commit
 from toolcanary.common.trustee_checkout import LIBRARY, TEMPLATES, TOOL_PARSER, TrusteeCheckout
 from toolcanary.contract import ContractError
 
@@ -97,3 +97,33 @@ def test_a_forged_object_under_the_commits_name_is_refused(make_trustee_checkout
     loose.write_bytes(zlib.compress(b"commit 46\0" + f"tree {fake_tree}\nauthor x\n".encode()))
     with pytest.raises(ContractError, match=f"object {standin_commit} does not hash to its id"):
         TrusteeCheckout.open(root, standin_commit)
+
+
+def test_head_commit_reads_what_git_rev_parse_answers_in_every_layout_of_refs(tmp_path):
+    """A branch's loose ref, the same ref packed, a detached HEAD and a linked worktree (a `.git` file): the
+    commit read from the files is git's own answer each time; a folder that is not a checkout has none."""
+    root = tmp_path / "repo"
+    env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "PATH": "/usr/bin:/bin",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org"}
+
+    def git(*args: str, where: Path = root) -> str:
+        return subprocess.run(["git", "-C", str(where), *args], check=True, capture_output=True, text=True,
+                              env=env).stdout.strip()
+
+    root.mkdir()
+    git("init", "-q", "-b", "main")
+    for text in ("one", "two"):
+        (root / "f.txt").write_text(text)
+        git("add", "f.txt")
+        git("commit", "-q", "-m", text)
+    assert head_commit(root) == git("rev-parse", "HEAD")  # refs/heads/main, loose
+    git("pack-refs", "--all")
+    assert not (root / ".git/refs/heads/main").exists()
+    assert head_commit(root) == git("rev-parse", "HEAD")  # the same ref, in packed-refs
+    git("worktree", "add", "-q", str(tmp_path / "linked"), "-b", "side", "HEAD~1")
+    assert (tmp_path / "linked" / ".git").is_file()
+    assert head_commit(tmp_path / "linked") == git("rev-parse", "HEAD", where=tmp_path / "linked")
+    git("checkout", "-q", "--detach", "HEAD~1")
+    assert head_commit(root) == git("rev-parse", "HEAD")
+    assert head_commit(tmp_path / "not-a-checkout") is None
