@@ -388,9 +388,8 @@ class _EarlyParser(argparse.ArgumentParser):
 def resolve_defaults(settings: type[ServiceSettings], argv: Sequence[str] | None = None,
                      environ: Mapping[str, str] | None = None) -> ServiceSettings:
     """The settings a run of `argv` starts from before its other flags: the environment and the preset the
-    command line chooses. When those do not hold
-    together (a mode that needs a flag not yet read), the declared defaults with the preset, unchecked, so that
-    `--help` still shows."""
+    command line chooses. When those do not hold together (a mode that needs a flag not yet read), the declared
+    defaults with the preset, unchecked, so that `--help` still shows."""
     values = chosen(argv, settings)
     try:
         return settings.from_env(environ, **values)

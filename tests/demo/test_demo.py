@@ -226,10 +226,10 @@ def test_the_smollm2_demo_reaches_the_trainer_with_its_own_sizes_and_window():
 
     dry = subprocess.run(["make", "-n", "demo", "POLICY=smollm2"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert dry.returncode == 0 and "-m toolcanary.demo" in dry.stdout and "--policy smollm2" in dry.stdout
-    smol = DemoSettings.make(policy="smollm2")
+    smol = DemoSettings.from_env(policy="smollm2")
     assert smol.max_model_len == 8192  # SmolLM2's window; vLLM refuses more
     assert smol.checkpoint_steps == [0, 2] and smol.expected_passes == 4
-    assert DemoSettings.make(policy="tiny").max_model_len == 32768
+    assert DemoSettings.from_env(policy="tiny").max_model_len == 32768
     refused = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--policy", "gpt"], capture_output=True,
                              text=True)
     assert refused.returncode == 2 and "invalid choice: 'gpt'" in refused.stderr

@@ -100,11 +100,6 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     def _absolute(cls, value: Path) -> Path:
         return Path(value).resolve()
 
-    @classmethod
-    def make(cls, run: str | None = None, **overrides: Any) -> DemoSettings:
-        """`from_env` under the name the demo's tests use: a fresh run id unless `run` is given."""
-        return cls.from_env(run=run, **overrides)
-
     @property
     def checkpoint_steps(self) -> list[int]:
         steps = list(range(0, self.steps + 1, self.save_every))
