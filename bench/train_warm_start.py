@@ -12,7 +12,7 @@ preset and no cache (gold conversations from a started simulator, the preset's w
 what a first `make demo` spends before its first GRPO step.
 
     .venvs/train/bin/python bench/train_warm_start.py                  # writes bench/results/train_warm_start.json
-    .venvs/train/bin/python bench/train_warm_start.py --steps 1 --tasks 4 --no-build --out bench/results/warm_smoke.json
+    .venvs/train/bin/python bench/train_warm_start.py --steps 1 --tasks 2 --no-build --out bench/results/warm_smoke.json
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Run each suite under tests/ inside the environment of the image it belongs to, then print one total.
-# Two lanes: the suites that mostly wait on the network and the disk (the container images' build,
-# tests/containers/prepare.py, then the stack suite's dependency resolutions and environment builds) run in
-# the background from the start, their output shown when they end; the rest run one after the other. The
-# containers suite runs last and builds its images from the layer cache the early build left.
+# Two lanes: the work that mostly waits on the network and the disk (Chromium's install for the report's
+# browser tests, the container images' build, tests/containers/prepare.py, then the stack suite's dependency
+# resolutions and environment builds) runs in the background from the start, its output shown when it ends;
+# the suites run one after the other. The containers suite runs last and builds its images from the layer
+# cache the early build left.
 # Usage: scripts/run_tests.sh [suite ...]   (default: every suite present; extra pytest args via PYTEST_ARGS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,8 @@ declare -A ENV_OF=([contract]=dev [stack]=dev [simulator]=simulator [train]=trai
 ORDER="contract stack analysis simulator evaluate audit train serve demo containers"
 suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
+# Screenshots and other files a test leaves for people to look at (e.g. report-pages/*.png).
+export TOOLCANARY_TEST_OUTPUT="$PWD/$reports"
 status=0
 ran=()
 
@@ -24,8 +27,11 @@ run_suite() {  # suite -> its pytest's exit status
 }
 
 background=
-if wanted containers || wanted stack; then
+if wanted containers || wanted stack || wanted analysis || wanted demo; then
   (
+    if wanted analysis || wanted demo; then  # the report page's browser tests: Debian's Chromium
+      python3 tests/analysis/report_browser.py --install > "$reports/chromium-install.log" 2>&1
+    fi
     if wanted containers; then
       .venvs/dev/bin/python tests/containers/prepare.py > "$reports/containers-prepare.log" 2>&1
     fi

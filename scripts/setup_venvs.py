@@ -99,7 +99,8 @@ def install_commands(name: str, recipe: dict, pip: list[str], *, editable: bool)
     it as a plain package without them (its Dockerfile adds the real sources later, with --no-deps).
     """
     constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
-    extras = recipe["extras"] if editable else [e for e in recipe["extras"] if e != "test"]
+    # The test tools (`test`, `test-*` extras) go into the local environments only, never into an image.
+    extras = recipe["extras"] if editable else [e for e in recipe["extras"] if e != "test" and not e.startswith("test-")]
     spec = f"{ROOT}[{','.join(extras)}]"
     commands = [pip + ["install", "-q", "--upgrade", PIP, "setuptools==80.9.0", "wheel"],
                 pip + ["install", "-q", *(["-e"] if editable else []), spec] + recipe.get("platform", []) + constraints]

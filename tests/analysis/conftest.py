@@ -24,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from toolcanary.contract import CONTRACT_VERSION
+sys.path.insert(0, str(Path(__file__).parent))  # report_browser, the browser driver the report tests share
+
+from toolcanary.contract import CONTRACT_VERSION  # noqa: E402
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
 from toolcanary.contract.csv_schemas import BFCL_COLUMNS, TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
 from toolcanary.contract.manifests import EvalPassManifest

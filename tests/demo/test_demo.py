@@ -25,6 +25,7 @@ import pytest
 from toolcanary.contract import OFFLINE_CATEGORIES, aggregate_value, read_bfcl_by_category, read_train_metrics
 
 pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
 
 
 def volume_env(root: Path) -> dict[str, str]:
@@ -61,11 +62,57 @@ def test_the_quick_demo_finishes_and_prints_its_summary(demo):
     assert "| Abstention required |" in done.stdout and "make eval STEP=200" in done.stdout
 
 
+def test_the_report_page_renders_in_a_browser_with_the_tables_numbers(demo):
+    """The page the closing screen names, opened in Chromium by the analysis environment's browser driver
+    (tests/analysis/report_browser.py); its screenshot goes under TOOLCANARY_TEST_OUTPUT when make test sets it."""
+    root, done = demo
+    results = root / "results" / "ci-demo"
+    page = results / "report" / "index.html"
+    assert "  report       " in done.stdout and str(page).endswith(done.stdout.split("  report       ")[1].split()[0])
+    shots = Path(os.environ.get("TOOLCANARY_TEST_OUTPUT", root)) / "report-pages"
+    seen = subprocess.run([str(REPO / ".venvs" / "analysis" / "bin" / "python"), str(REPO / "tests" / "analysis" /
+                           "report_browser.py"), str(page), str(shots / "demo_report.png")],
+                          capture_output=True, text=True, timeout=300)
+    assert seen.returncode == 0, seen.stderr[-3000:]
+    seen = json.loads(seen.stdout)
+    assert seen["errors"] == [] and seen["outside_requests"] == []
+    assert seen["scored"] == [0, 2] and seen["pending"] == []
+    assert {"headline", "items", "stability", "audit", "provenance"} <= set(seen["sections"])
+    # The numbers on the page are the ones make_figures wrote to the full-precision CSV, row by row.
+    with (results / "tables" / "headline.csv").open() as handle:
+        table = {row["aggregate"]: row for row in csv.DictReader(handle)}
+    assert list(seen["headline"]) == list(table)
+    for name, cells in seen["headline"].items():
+        for (_, value), column in zip(cells, ("step0", "step_last", "rel_delta_pct", "delta_pp"), strict=False):
+            assert float(value) == pytest.approx(float(table[name][column]), nan_ok=True), (name, column)
+    assert "Counts per category" in seen["text"]  # the audit ran before the page was written
+
+
+def test_every_pass_is_in_tensorboard_as_tensorboard_reads_it(demo):
+    """Each pass's category scores, read back with TensorBoard's event reader (the eval environment's), equal
+    its rows in bfcl_by_category.csv."""
+    root, _ = demo
+    results = root / "results" / "ci-demo"
+    read = ("import json, sys\n"
+            "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
+            "reader = EventAccumulator(sys.argv[1]); reader.Reload()\n"
+            "print(json.dumps({t: [[e.step, e.value] for e in reader.Scalars(t)] for t in reader.Tags()['scalars']}))")
+    done = subprocess.run([str(REPO / ".venvs" / "eval" / "bin" / "python"), "-c", read,
+                           str(results / "tensorboard" / "bfcl")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    scalars = json.loads(done.stdout)
+    rows = read_bfcl_by_category(results / "bfcl_by_category.csv")
+    for row in rows:
+        points = dict(scalars[f"bfcl_category/{row.category}/pass{row.pass_index}"])
+        assert points[row.step] == pytest.approx(100 * row.correct / row.total, abs=1e-4), row
+    assert {p for tag in scalars for p in [tag.rsplit("/", 1)[1]]} == {"pass1", "pass2"}
+
+
 def test_the_summary_says_where_the_time_went_from_what_the_services_recorded(demo):
     root, done = demo
     spent = json.loads((root / "results" / "ci-demo" / "demo_timings.json").read_text())
     phases = spent["phases_s"]
-    assert list(phases) == ["simulator start", "starting policy", "train", "eval", "analysis", "audit"]
+    assert list(phases) == ["simulator start", "starting policy", "train", "eval", "audit", "analysis"]
     metrics = read_train_metrics(root / "results" / "ci-demo" / "train_metrics.csv")
     assert spent["grpo_steps_s"] == [round(r["step_seconds"], 1) for r in metrics]
     assert sum(spent["grpo_steps_s"]) <= phases["train"]  # the steps are inside the train phase

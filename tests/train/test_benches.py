@@ -48,7 +48,7 @@ def test_the_grpo_step_bench_runs_in_its_short_mode_and_writes_its_ratios(tmp_pa
 
 @pytest.mark.slow
 def test_the_warm_start_bench_times_both_steps_on_the_same_batches(tmp_path):
-    result = run_bench("train_warm_start.py", "--steps", "1", "--tasks", "4", "--no-build",
+    result = run_bench("train_warm_start.py", "--steps", "1", "--tasks", "2", "--no-build",
                        out=tmp_path / "train_warm_start.json")
     step = result["step_s"]
     assert step["ours_median"] > 0 and step["baseline_median"] > 0

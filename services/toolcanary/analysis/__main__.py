@@ -1,11 +1,13 @@
 """make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs; with the
 run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes; with the
-trainer's episode records, what the simulator trained on; and two runs compared (--compare).
+trainer's episode records, what the simulator trained on; two runs compared (--compare); and all of it on one
+self-contained HTML page (--report, toolcanary.analysis.report).
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --table
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --stability
     docker compose run analysis make_figures --table --findings --fig all --items --stability
     docker compose run analysis make_figures --compare RUN_A RUN_B
+    docker compose run analysis make_figures --report
 
 Tables and findings are printed and also written to DIR/tables/; figures go to DIR/figures/. Everything is
 checked before anything is written, and written through a staging folder, so bad input changes nothing.
@@ -17,6 +19,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from toolcanary.analysis import compare
 from toolcanary.analysis.data import BfclRun, TrainRun, data_paths, load_bfcl, load_training
@@ -29,7 +32,8 @@ from toolcanary.analysis.items import (
     paired_findings,
 )
 from toolcanary.analysis.outputs import staged_outputs
-from toolcanary.analysis.passes import RunItems
+from toolcanary.analysis.passes import PASSES_DIR, RunItems
+from toolcanary.analysis.report import RunReport, render_compare, run_status
 from toolcanary.analysis.settings import ENV_PREFIX, FIGURES, AnalysisOptions, AnalysisSettings
 from toolcanary.analysis.stability import (
     STABILITY_FILE,
@@ -48,6 +52,7 @@ from toolcanary.analysis.training_distribution import (
 )
 from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.training_files import EPISODES_DIR, EPISODES_FILE
+from toolcanary.contract.volumes import REPORT_FILE
 from toolcanary.settings import add_flags, given
 
 EPILOG = """examples:
@@ -58,6 +63,8 @@ EPILOG = """examples:
   make_figures --data volumes/results/RUN --items                  # baseline vs last step, item by item
   make_figures --data volumes/results/RUN --items --steps 0 150 --stability --findings
   make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain   # B's change minus A's, item-paired
+  make_figures --run RUN --report                       # the run's page: RUN/report/index.html
+  make_figures --compare RUN_A RUN_B --report           # the comparison's page too
 """
 
 
@@ -91,26 +98,60 @@ def main(argv: list[str] | None = None) -> int:
     figures = list(FIGURES) if "all" in options.fig else list(dict.fromkeys(options.fig))
     if options.compare is not None and (options.table or options.findings or figures or options.items
                                         or options.stability or options.data is not None):
-        parser.error("--compare makes its own table, findings and figure from two runs: give it alone")
-    if not (options.table or options.findings or figures or options.items or options.stability or options.compare):
-        parser.error("nothing to do: give --table, --findings, --fig, --items, --stability and/or --compare")
+        parser.error("--compare makes its own table, findings and figure from two runs: give it alone "
+                     "(--report adds its page)")
+    if not (options.table or options.findings or figures or options.items or options.stability or options.compare
+            or options.report):
+        parser.error("nothing to do: give --table, --findings, --fig, --items, --stability, --report and/or "
+                     "--compare")
     if options.steps is not None and not options.items:
         parser.error("--steps names the two steps of --items: give --items too")
     try:
         settings = AnalysisSettings.from_env(**given(args, AnalysisSettings))
         if options.compare is not None:
-            return compare_runs(*options.compare, settings)
+            return compare_runs(*options.compare, settings, report=options.report)
         return analyse(options, figures, settings)
     except ContractError as error:
         print(f"make_figures: error: {error}", file=sys.stderr)
         return 2
 
 
+def missing_parts(bfcl: BfclRun, data: Path) -> dict[str, str]:
+    """Why the report leaves out the item-level parts it cannot compute yet (none: both are computed)."""
+    missing = {}
+    has_passes = (data / PASSES_DIR).is_dir()
+    no_passes = f"Not computed: no pass folders under {PASSES_DIR}/."
+    if not (has_passes and len(bfcl.steps) >= 2):
+        missing["items"] = no_passes if not has_passes else (
+            "Not computed yet: one scored step, and the item-level comparison needs two.")
+    if not (has_passes and any(len(indices) >= 2 for indices in bfcl.pass_indices)):
+        missing["stability"] = no_passes if not has_passes else (
+            "Not computed yet: no step scored more than once (make eval-all scores the repeat passes of the "
+            "repeat steps).")
+    return missing
+
+
+def report_parts(options: AnalysisOptions, bfcl: BfclRun, data: Path, train_path: Path,
+                 ) -> tuple[AnalysisOptions, list[str], dict[str, str]]:
+    """--report: every part the run's data allows, and why each part left out is missing (for the page)."""
+    missing = missing_parts(bfcl, data)
+    figures = [f for f in FIGURES if f != "f1" or train_path.is_file()]
+    chosen = options.model_copy(update={"table": True, "findings": True, "fig": ["all"],
+                                        "items": "items" not in missing, "stability": "stability" not in missing})
+    return chosen, figures, missing
+
+
 def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSettings) -> int:
     data = options.data if options.data is not None else settings.data_dir()
     bfcl_path, train_path = data_paths(data, options.train_metrics)
-    bfcl: BfclRun = load_bfcl(bfcl_path, settings.baseline_step)
-    needs_training = options.findings or "f1" in figures or options.train_metrics is not None
+    bfcl: BfclRun = load_bfcl(bfcl_path, settings.baseline_step, min_steps=1 if options.report else 2)
+    missing: dict[str, str] = {}
+    if options.report:
+        if len(bfcl.steps) < 2:
+            return first_step_page(data, bfcl, train_path, settings)
+        options, figures, missing = report_parts(options, bfcl, data, train_path)
+    needs_training = ((options.findings and not options.report) or "f1" in figures
+                      or options.train_metrics is not None)
     train: TrainRun | None = load_training(train_path) if needs_training or train_path.is_file() else None
     rows = headline_rows(bfcl, settings)
     found = {"bfcl": bfcl_findings(bfcl, rows, settings),
@@ -118,6 +159,7 @@ def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSett
     shown = table_rows(bfcl, rows, settings)
     table = RENDERERS[options.format](shown)
     prose = bfcl_prose(found["bfcl"], settings) + (training_prose(found["training"], settings) if train else [])
+    page_findings = list(prose)  # the report page shows the distribution and item-level sentences in their sections
     distribution = None
     if options.table or options.findings or "f5" in figures:
         episodes = load_episodes(data)
@@ -128,6 +170,7 @@ def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSett
             figures = without_f5(figures, options.fig, episodes)
     # The item-level parts, each (prose, per-category text, file under DIR, its content).
     item_level = []
+    shown_parts: dict[str, tuple[list[str], list[str]]] = {}
     if options.items or options.stability:
         items = RunItems(bfcl, data)
         if options.items:
@@ -136,11 +179,13 @@ def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSett
             found["items"] = paired
             item_level.append((items_prose(paired), items_details(paired), paired["changed_items_file"],
                                changed_items_csv(pairs)))
+            shown_parts["items"] = item_level[-1][:2]
         if options.stability:
             stable, flips = stability_findings(items)
             found["stability"] = stable
             item_level.append((stability_prose(stable), stability_details(stable), STABILITY_FILE,
                                flips_csv(flips)))
+            shown_parts["stability"] = item_level[-1][:2]
     prose += [line for lines, *_ in item_level for line in lines]
     findings_json = json.dumps(found, indent=2, allow_nan=False)
 
@@ -163,6 +208,14 @@ def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSett
             for path in render_figures(figures, stage.root / "figures", bfcl=bfcl, train=train,
                                        found=found, settings=settings, distribution=distribution):
                 stage.adopt(path)
+        if options.report:
+            page = RunReport(
+                run=data.name, data=data, status=run_status(data, data.name, settings.checkpoints_dir, bfcl),
+                headline=shown, prose=page_findings, bfcl=bfcl, train=train, figure_folder=stage.root / "figures",
+                items=shown_parts.get("items"), items_missing=missing.get("items", ""),
+                stability=shown_parts.get("stability"), stability_missing=missing.get("stability", ""),
+                distribution=distribution_prose(distribution.findings, settings) if distribution else [])
+            stage.path(REPORT_FILE).write_text(page.render(), encoding="utf-8")
         written = stage.commit()
 
     if options.table:
@@ -180,6 +233,26 @@ def analyse(options: AnalysisOptions, figures: list[str], settings: AnalysisSett
     return 0
 
 
+def first_step_page(data: Path, bfcl: BfclRun, train_path: Path, settings: AnalysisSettings) -> int:
+    """--report on a run scored at its baseline step only: the page shows that step's numbers and what waits;
+    every change, trend and figure needs a second scored step."""
+    step = int(bfcl.steps[0])
+    missing = missing_parts(bfcl, data)
+    missing.setdefault("stability", "Not computed yet: the repeat stability needs a second scored step.")
+    page = RunReport(
+        run=data.name, data=data, status=run_status(data, data.name, settings.checkpoints_dir, bfcl), headline=[],
+        prose=[f"One scored step so far (step {step}): the changes, trends and figures need a second one."],
+        bfcl=bfcl, train=load_training(train_path) if train_path.is_file() else None, figure_folder=None,
+        items=None, items_missing=missing["items"], stability=None, stability_missing=missing["stability"],
+        distribution=[])
+    with staged_outputs(data) as stage:
+        stage.path(REPORT_FILE).write_text(page.render(), encoding="utf-8")
+        written = stage.commit()
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
 def without_f5(figures: list[str], asked: list[str], episodes: EpisodeSet) -> list[str]:
     """`--fig all` on a run without training episodes draws the others (the findings say why f5 is missing);
     `--fig f5` asked by name is refused."""
@@ -192,7 +265,7 @@ def without_f5(figures: list[str], asked: list[str], episodes: EpisodeSet) -> li
                         "Point --data at the run folder the trainer wrote, or leave f5 out")
 
 
-def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings) -> int:
+def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings, report: bool = False) -> int:
     a = compare.load_compared(settings.results_dir, run_a, settings)
     b = compare.load_compared(settings.results_dir, run_b, settings)
     if a.data.resolve() == b.data.resolve():
@@ -215,6 +288,9 @@ def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings) -> int:
         (stage.root / "figures").mkdir()
         for path in render_compare_figure(runs, found, stage.root / "figures", settings):
             stage.adopt(path)
+        if report:
+            stage.path(REPORT_FILE).write_text(render_compare(a.name, b.name, text, stage.root / "figures"),
+                                               encoding="utf-8")
         written = stage.commit()
     print(text)
     for path in written:

@@ -85,8 +85,9 @@ class BfclRun:
         return sum(sum(c[n][1] for n in categories) for c in last) / len(last)
 
 
-def load_bfcl(path: Path, baseline_step: int = 0) -> BfclRun:
-    """Read `bfcl_by_category.csv` and check it can feed the table, measured from `baseline_step`.
+def load_bfcl(path: Path, baseline_step: int = 0, min_steps: int = 2) -> BfclRun:
+    """Read `bfcl_by_category.csv` and check it can feed the table, measured from `baseline_step`; `min_steps` 1
+    reads a run whose only scored step is its baseline (the report page of a young run).
 
     The baseline must be scored, and be the first scored step unless it was named explicitly: a run whose step
     0 (the base model) was never scored must not quietly take its first checkpoint as the base. Steps before an
@@ -113,7 +114,7 @@ def load_bfcl(path: Path, baseline_step: int = 0) -> BfclRun:
     for row in rows:
         grouped.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = (row.correct, row.total)
         unparsed.setdefault(row.step, {}).setdefault(row.pass_index, {})[row.category] = row.correct_unparsed
-    if len(grouped) < 2:
+    if len(grouped) < min_steps:
         (step,) = grouped
         raise ContractError(
             f"{path}: every row (step {step})", "at least two distinct steps, to measure a change",

@@ -5,6 +5,7 @@ two paths also take the stack's shared names, which compose sets:
 
     TOOLCANARY_RESULTS_DIR   folder holding one sub-folder per run (default: volumes/results/ of the checkout)
     TOOLCANARY_RUN           the run to analyse (default: the newest run folder under the results folder)
+    TOOLCANARY_CHECKPOINTS_DIR  folder holding the runs' checkpoints, read by --report for the published steps
 
     settings = AnalysisSettings.from_env(run="r1")
 """
@@ -43,6 +44,10 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     results_dir: Path = Field(volume("results"), validation_alias=env(ENV_PREFIX + "RESULTS_DIR", RESULTS_DIR_ENV),
                               description="where --data is looked for when not given: the run folder under it, "
                                           "else the newest run folder")
+    checkpoints_dir: Path = Field(volume("checkpoints"), validation_alias=env(ENV_PREFIX + "CHECKPOINTS_DIR",
+                                                                              "TOOLCANARY_CHECKPOINTS_DIR"),
+                                  description="where --report reads which checkpoints the run published "
+                                              "(<checkpoints_dir>/<run>/published.jsonl)")
     run: Annotated[RunId | None, Cli(metavar="RUN")] = Field(
         None, validation_alias=env(ENV_PREFIX + "RUN", RUN_ENV),
         description=f"analyse <results_dir>/RUN when --data is not given (default: ${RUN_ENV}, else the newest run)")
@@ -117,6 +122,11 @@ class AnalysisOptions(Options):
         None, description="compare two runs (ids under the results folder, or run folders with their pass folders): "
                           "both changes over the steps both scored, B's minus A's with a bootstrap interval, refused "
                           "when they were scored differently; to {results}/_compare/A_vs_B/")
+    report: Annotated[bool, Cli(off="")] = Field(
+        False, description="write the run's report page, DIR/report/index.html (self-contained HTML): everything "
+                           "--table --findings --fig all --items --stability compute, as far as the data reaches, "
+                           "with where the run stands, the audit's summary and each pass's provenance; with "
+                           "--compare, the comparison's page")
     verbose: Annotated[bool, Cli(flags=("-v", "--verbose"))] = Field(False, description="log what is read and "
                                                                                         "written")
 

@@ -125,11 +125,26 @@ def _headers(rows: list[ChangeRow]) -> list[str]:
     ]
 
 
-def render_markdown(rows: list[ChangeRow]) -> str:
-    headers = _headers(rows)
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+@dataclass(frozen=True)
+class ShownRow:
+    """One row as every renderer shows it: the name, the cells' text and the full-precision values behind them."""
+
+    name: str
+    cells: list[str]
+    values: list[float]
+
+
+def shown_table(rows: list[ChangeRow]) -> tuple[list[str], list[ShownRow]]:
+    """(headers, rows) of the table: the one layout the Markdown, LaTeX and HTML renderers share."""
     steps = sd_steps(rows)
-    lines += ["| " + " | ".join([row.name, *_display(row, steps)]) + " |" for row in rows]
+    return _headers(rows), [ShownRow(row.name, _display(row, steps),
+                                     [*_cells(row), *(row.sds.get(s, math.nan) for s in steps)]) for row in rows]
+
+
+def render_markdown(rows: list[ChangeRow]) -> str:
+    headers, shown = shown_table(rows)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
+    lines += ["| " + " | ".join([row.name, *row.cells]) + " |" for row in shown]
     return "\n".join(lines) + "\n"
 
 
@@ -138,11 +153,11 @@ def render_latex(rows: list[ChangeRow]) -> str:
     def tex(cell: str) -> str:
         return cell.replace("%", r"\%").replace("-", "$-$").replace("+", "$+$")
 
-    headers, steps = _headers(rows), sd_steps(rows)
+    headers, shown = shown_table(rows)
     lines = [
         r"\begin{tabular}{l" + "r" * (len(headers) - 1) + "}", r"\toprule",
         " & ".join(headers) + r" \\", r"\midrule",
-        *(" & ".join([row.name, *map(tex, _display(row, steps))]) + r" \\" for row in rows),
+        *(" & ".join([row.name, *map(tex, row.cells)]) + r" \\" for row in shown),
         r"\bottomrule", r"\end{tabular}",
     ]
     return "\n".join(lines) + "\n"

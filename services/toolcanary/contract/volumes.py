@@ -112,6 +112,8 @@ def _glob(pattern: list[str], parts: tuple[str, ...]) -> bool:
     return bool(parts) and fnmatchcase(parts[0], pattern[0]) and _glob(pattern[1:], parts[1:])
 
 
+REPORT_FILE = "report/index.html"  # <results>/<run>/: the run's report page (make_figures --report)
+TENSORBOARD_DIR = "tensorboard"  # <results>/<run>/: verl's training curves and, in bfcl/, each pass's scores
 _HF = "Hugging Face transformers / vLLM"
 _PASS = "passes/step_[0-9][0-9][0-9][0-9]*_pass_*"
 _STEP = "step_[0-9][0-9][0-9][0-9]*"
@@ -173,6 +175,9 @@ VOLUME_FILES: tuple[VolumeFile, ...] = (
                       "toolcanary.analysis.training_distribution"), "analysis"),
     VolumeFile("results", "figures/*.png", Report("figure", "toolcanary.analysis"), "analysis"),
     VolumeFile("results", "figures/*.pdf", Report("figure", "toolcanary.analysis"), "analysis"),
+    VolumeFile("results", REPORT_FILE, Report("self-contained HTML page", "toolcanary.analysis.report"), "analysis"),
+    VolumeFile("results", f"{TENSORBOARD_DIR}/**", Foreign("TensorBoard event files", "verl's tensorboard logger; "
+                                                           "toolcanary.evaluate.tracker in bfcl/"), "train, evaluate"),
     VolumeFile("results", "demo_timings.json", Report("JSON, where the demo's time went", "toolcanary.demo"), "demo"),
     VolumeFile("results", "audit/audit.md", Report("markdown report", "toolcanary.audit"), "audit"),
     VolumeFile("results", "audit/audit.csv", Report("CSV, one row per BFCL item", "toolcanary.audit"), "audit"),

@@ -1,4 +1,4 @@
-"""The demo's pipeline: simulator, starting policy, GRPO, serving and scoring, analysis and audit, one run.
+"""The demo's pipeline: simulator, starting policy, GRPO, serving and scoring, audit and analysis, one run.
 
 `python -m toolcanary.demo` runs it once and prints the closing screen; `python -m toolcanary.demo.ablation`
 runs it for each arm of the abstention ablation. Every process it starts is stopped at the end, on failure
@@ -88,10 +88,11 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                       s.logs / "eval.log", poll=bar.poll)
         bar.close()
 
-        # --- analysis and audit ----------------------------------------------------------------------
-        with clock.phase("analysis"):
-            group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
-                                   "--table", "--findings", "--fig", "all", "--items", "--stability"],
-                      s.logs / "analysis.log")
+        # --- audit, then analysis (its report page carries the audit's summary) -------------------------
         with clock.phase("audit"):
             group.run("audit", [s.python("eval"), "-m", "toolcanary.audit", "--run", s.run], s.logs / "audit.log")
+        with clock.phase("analysis"):
+            group.run("analysis", [str(VENVS / "analysis" / "bin" / "make_figures"), "--data", str(s.result_dir),
+                                   "--table", "--findings", "--fig", "all", "--items", "--stability", "--report",
+                                   "--checkpoints-dir", str(s.checkpoints)],
+                      s.logs / "analysis.log")

@@ -18,6 +18,7 @@ from toolcanary.contract.csv_schemas import (
     read_train_metrics,
 )
 from toolcanary.contract.errors import ContractError
+from toolcanary.contract.volumes import REPORT_FILE
 from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 
 POLICY_WORDS = {"tiny": "a tiny random model", "smollm2": "SmolLM2-135M trained for a few GRPO steps"}
@@ -116,6 +117,7 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
         "",
         f"ToolCanary demo finished: run {settings.run} in {wall_s / 60:.1f} min",
         "",
+        f"  report       {_rel(results / REPORT_FILE)}  (open it in a browser: every table and figure below)",
         f"  results      {_rel(results)}/  (bfcl_by_category.csv, train_metrics.csv, passes/)",
         f"  figures      {_rel(results / 'figures')}/  ({', '.join(figures) or 'none'})",
         f"  checkpoints  {_rel(settings.checkpoints / settings.run)}/",

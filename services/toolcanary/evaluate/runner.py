@@ -11,7 +11,8 @@
     5. evaluate        bfcl-eval evaluate in a fresh subprocess; read its score files strictly (guard score-files)
     6. count           per-item outcomes (overlong and truncated ones marked, guards overlong-items and
                        truncated-answers, and the kind of each answer), the rows, the manifest
-    7. append          the rows into `<results>/<run>/bfcl_by_category.csv`, all at once, under its lock
+    7. append          the rows into `<results>/<run>/bfcl_by_category.csv`, all at once, under its lock; then
+                       the same scores as TensorBoard scalars (toolcanary.evaluate.tracker)
 
 `python -m toolcanary.evaluate guards` lists the guards. Rows are appended only after every guard passed; a
 refused pass leaves `failure.json` in its folder and no rows. A rerun with `--resume` picks up a pass killed
@@ -102,6 +103,7 @@ from toolcanary.evaluate.bfcl_process import GenerateProgress, bfcl_env, run_pha
 from toolcanary.evaluate.bfcl_wrapper import HANDLER_NAME
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.evaluate.sizing import PassSizing
+from toolcanary.evaluate.tracker import write_pass_scalars
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +182,8 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
     try:
         resuming = claim(paths, inputs.request, opts.resume, inputs.scored)
         if resuming and paths.counts.exists():
-            return append_rows(paths, inputs.scored)  # killed after counting: only the append is left
+            # Killed after counting (only the append is left), or finished: the scalars are written again.
+            return track(settings, opts.run, append_rows(paths, inputs.scored))
         paths.failure.unlink(missing_ok=True)
         report = preflight.probe(settings.base_url, opts.served_model, settings.api_key, settings.probe_timeout_s)
         sized = size_pass(settings, paths, inputs.request, report, resuming)
@@ -201,7 +204,7 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
             return []
         # counts.json is what phase 7 appends, and what a resume of a pass killed during the append finds.
         write_counts(paths.counts, rows)
-        return append_rows(paths, scored=False)
+        return track(settings, opts.run, append_rows(paths, scored=False))
     except ContractError as err:
         # Before request.json exists the folder holds nothing, and a retry must find it fresh.
         if paths.request.exists() and not paths.failure.exists():
@@ -570,4 +573,10 @@ def append_rows(paths: PassPaths, scored: bool) -> list[BfclRow]:
         manifest.finished_at = _now()
         write_json(paths.manifest, manifest.model_dump(mode="json"))
     log.info("pass %s: %d rows in %s", paths.folder.name, len(rows), paths.csv)
+    return rows
+
+
+def track(settings: EvalSettings, run: str, rows: list[BfclRow]) -> list[BfclRow]:
+    """The appended rows, after writing them as TensorBoard scalars beside the run's training curves."""
+    write_pass_scalars(settings.tensorboard_folder(run), rows)
     return rows

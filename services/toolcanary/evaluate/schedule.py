@@ -11,6 +11,11 @@ elsewhere) and its weights are hashed again against the manifest and the publish
 healthy, is recorded and skipped; the other steps are still scored, and eval-all exits non-zero at the end with
 one line per failure.
 
+After each step scored (or partly scored), `report_command` (when set) runs with `{run}` replaced by the run id:
+`make watch` sets it to the analysis's `make_figures --run {run} --report`, so the run's report page grows as
+the checkpoints are scored. A report that fails is logged as an error and scoring goes on: the page is a view
+of the CSV, which holds every score.
+
     python -m toolcanary.evaluate eval-all --run grpo1 --serving compose
     python -m toolcanary.evaluate watch --run grpo1 --serving local --serve-command "..." --until-step 200
 """
@@ -19,6 +24,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import shlex
+import subprocess
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -161,6 +169,8 @@ def eval_all(settings: EvalSettings, run: str, items: ItemChoice | None = None,
             except ContractError as err:
                 log.error("step %d refused: %s", entry.step, err)
                 failures.append((entry.step, f"step {entry.step}: {err}"))
+                continue
+            refresh_report(settings, run)
 
     if len(pool) == 1:
         serve_steps(*pool[0])
@@ -177,6 +187,29 @@ def eval_all(settings: EvalSettings, run: str, items: ItemChoice | None = None,
                             f" ({len(scored)} passes scored: {done_text})",
                             "Fix the cause and rerun eval-all; it resumes those passes")
     return scored
+
+
+REPORT_LOCK = threading.Lock()  # one report at a time when several servers finish steps together
+
+
+def refresh_report(settings: EvalSettings, run: str) -> bool:
+    """Run `settings.report_command` for `run`; True when it succeeded (False also when there is none)."""
+    if not settings.report_command:
+        return False
+    command = shlex.split(settings.report_command.replace("{run}", run))
+    with REPORT_LOCK:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            log.error("report of run %s not refreshed: %s could not run (%s); scoring goes on", run, command[0], error)
+            return False
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        log.error("report of run %s not refreshed: %s exited %d: %s; scoring goes on", run, shlex.join(command),
+                  done.returncode, " / ".join(tail))
+        return False
+    log.info("report of run %s refreshed", run)
+    return True
 
 
 def score_step(settings: EvalSettings, run: str, items: ItemChoice, serving: Serving, entry: Published,

@@ -20,6 +20,7 @@ from pydantic_settings import NoDecode
 
 from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
 from toolcanary.contract.run_id import RunId
+from toolcanary.contract.volumes import TENSORBOARD_DIR
 from toolcanary.serve.command import SERVED_MODEL_TEMPLATE
 from toolcanary.settings import Cli, Options, ServiceSettings, env, project_root, volume
 
@@ -91,11 +92,21 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                         "on the configured GPU)")
     compose_command: str = Field("docker compose", description="the Compose command (serving compose)")
     compose_service: str = Field("serve", description="the Compose service that serves checkpoints")
+    # verl's tensorboard logger reads TENSORBOARD_DIR; one value puts both in the same folder.
+    tensorboard_dir: Annotated[Path | None, Cli(metavar="DIR")] = Field(
+        None, validation_alias=env(ENV_PREFIX + "TENSORBOARD_DIR", "TENSORBOARD_DIR"),
+        description="the run's TensorBoard folder, the one verl's tensorboard logger writes; each pass's scores go "
+                    "to its bfcl/ sub-folder (default: <results_dir>/<run>/tensorboard)")
+    report_command: str = Field("", description="command eval-all / watch run after each scored step, e.g. "
+                                                "'make_figures --run RUN --report' (empty: none)")
 
     @field_validator("repeat_steps", "gpus", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         return tuple(part.strip() for part in value.split(",") if part.strip()) if isinstance(value, str) else value
+
+    def tensorboard_folder(self, run: str) -> Path:
+        return self.tensorboard_dir if self.tensorboard_dir is not None else self.results_dir / run / TENSORBOARD_DIR
 
     def replace(self, **changes: object) -> EvalSettings:
         """A copy with the CLI values that were given (None means not given)."""
@@ -104,7 +115,7 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
 # The settings only eval-all and watch read (serving and repeats), and only watch.
 SCHEDULE_ONLY = ("serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
-                 "watch_interval_s", "gpus")
+                 "watch_interval_s", "gpus", "report_command")
 WATCH_ONLY = ("watch_interval_s",)
 
 
