@@ -17,7 +17,10 @@ HEAD ?=
 NNODES ?=
 VENV := .venvs
 comma := ,
-need-run = $(if $(RUN),,$(error RUN is required, e.g. make $@ RUN=demo-20261130-120000))
+# The stack targets' run: RUN typed or exported, else .env's RUN, the one Compose gives the services (the CPU
+# targets, demo and train, start a new run unless RUN is typed).
+STACK_RUN = $(or $(RUN),$(shell python3 scripts/write_env.py --get RUN))
+need-run = $(if $(STACK_RUN),,$(error RUN is required: set RUN in .env or type it, e.g. make $@ RUN=demo-20261130-120000))
 
 # What every command that runs Docker Compose gets. The containers run as the user who runs make, so what they
 # write under volumes/ is theirs; the images record the commit they are built from (HEAD, -dirty when the tree
@@ -88,26 +91,26 @@ REPORT_COMMAND = $(VENV)/analysis/bin/make_figures --run {run} --report
 eval-all: setup-eval setup-analysis ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(RUN) --serving compose --report-command "$(REPORT_COMMAND)"$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(STACK_RUN) --serving compose --report-command "$(REPORT_COMMAND)"$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
 
 watch: setup-eval setup-analysis ## stack: score checkpoints of RUN as the trainer publishes them; the report page grows with them
 	$(need-run)
 	$(CHECK_ENV)
-	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(RUN) --serving compose --report-command "$(REPORT_COMMAND)"
+	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(STACK_RUN) --serving compose --report-command "$(REPORT_COMMAND)"
 
-figures: setup-analysis ## table, findings, figures f1-f4, paired items and repeat stability of RUN (default: the newest run)
-	$(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --table --findings --fig all --items --stability
+figures: setup-analysis ## table, findings, figures f1-f4, paired items and repeat stability of RUN (default: .env's RUN, else the newest run)
+	$(VENV)/analysis/bin/make_figures $(if $(STACK_RUN),--run $(STACK_RUN)) --table --findings --fig all --items --stability
 
-report: setup-analysis ## the report page of RUN (default: the newest run): volumes/results/RUN/report/index.html
-	$(HOST_ENV) $(VENV)/analysis/bin/make_figures $(if $(RUN),--run $(RUN)) --report
+report: setup-analysis ## the report page of RUN (default: .env's RUN, else the newest run): volumes/results/RUN/report/index.html
+	$(HOST_ENV) $(VENV)/analysis/bin/make_figures $(if $(STACK_RUN),--run $(STACK_RUN)) --report
 
 tensorboard: setup-eval ## TensorBoard on 127.0.0.1:6006: RUN's training curves (verl) and its BFCL scores (run "bfcl")
 	$(need-run)
-	$(VENV)/eval/bin/tensorboard --logdir $(or $(TOOLCANARY_RESULTS_DIR),volumes/results)/$(RUN)/tensorboard --host 127.0.0.1 --reload_multifile true
+	$(VENV)/eval/bin/tensorboard --logdir $(or $(TOOLCANARY_RESULTS_DIR),volumes/results)/$(STACK_RUN)/tensorboard --host 127.0.0.1 --reload_multifile true
 
 audit: setup-eval ## contamination audit of RUN against BFCL
 	$(need-run)
-	$(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.audit --run $(RUN)
+	$(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.audit --run $(STACK_RUN)
 
 demo: setup ## CPU: the whole experiment in miniature on SmolLM2-135M (QUICK=1 shortened, RUN= to resume, POLICY=tiny)
 	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))

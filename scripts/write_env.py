@@ -17,6 +17,7 @@ the Makefile hands to Compose when NNODES > 1 (the files Compose would read, plu
 puts the trainer on the host network as the Ray head), nothing on one node.
 
 Run: python3 scripts/write_env.py [--out .env] [--example .env.example] [--uid N] [--gid N] [--check] [--make-dirs]
+     python3 scripts/write_env.py --get NAME
                                   [--ray-worker] [--compose-file]
 """
 
@@ -32,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = """examples:
   python3 scripts/write_env.py                   # what `make env` runs: .env from .env.example, your ids
   python3 scripts/write_env.py --check           # report problems of an existing .env, change nothing
+  python3 scripts/write_env.py --get RUN         # RUN as Compose reads it (the make targets' default run)
   python3 scripts/write_env.py --check --make-dirs   # what `make up` runs: check, then create the mounted folders
   python3 scripts/write_env.py --out ci.env --uid 1000 --gid 1000
   RAY_HEAD_ADDRESS=10.0.0.1 python3 scripts/write_env.py --check --make-dirs --ray-worker   # `make ray-worker HEAD=10.0.0.1`
@@ -197,7 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compose-file", action="store_true",
                         help="only print COMPOSE_FILE=<files> for a multi-node run (NNODES > 1): the files Compose "
                              f"would read plus {MULTINODE_FILE}; nothing on one node")
+    parser.add_argument("--get", metavar="NAME",
+                        help="only print NAME as Compose reads it (the environment, else the env file; empty when "
+                             "neither sets it): how the host-side make targets find .env's RUN")
     args = parser.parse_args(argv)
+    if args.get:
+        print(compose_value(args.get, args.out.read_text() if args.out.exists() else None))
+        return 0
     if args.compose_file:
         files = compose_file(args.out.read_text() if args.out.exists() else None)
         if files:

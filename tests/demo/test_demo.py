@@ -59,7 +59,7 @@ def test_the_quick_demo_finishes_and_prints_its_summary(demo):
     root, done = demo
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "ToolCanary demo finished: run ci-demo" in done.stdout
-    assert "| Abstention required |" in done.stdout and "make eval STEP=200" in done.stdout
+    assert "| Abstention required |" in done.stdout and "Next, on GPUs: docs/gpu.md" in done.stdout
 
 
 def test_the_report_page_renders_in_a_browser_with_the_tables_numbers(demo):

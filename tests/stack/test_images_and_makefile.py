@@ -4,10 +4,12 @@ target expands.
 Run: .venvs/dev/bin/python -m pytest tests/stack/test_images_and_makefile.py -q
 """
 
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,50 @@ def test_a_host_side_target_builds_only_the_environment_it_runs_in(target, envir
     setups = [line for line in result.stdout.splitlines() if "setup_venvs.py" in line]
     assert setups == [f"python3 scripts/setup_venvs.py {env}" for env in environments], result.stdout
     assert all(f".venvs/{env}/bin/" in result.stdout for env in environments)
+
+
+def documented_make_commands() -> list[tuple[str, str]]:
+    """(file, target) of every `make <target>` in the project's documentation, in code spans and blocks."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "recipes").glob("*/README.md"))]
+    found = []
+    for page in pages:
+        text = page.read_text()
+        blocks = re.findall(r"^```.*?^```", text, flags=re.S | re.M)
+        spans = re.findall(r"`([^`\n]+)`", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M))
+        # A command: at the start of a line or span, or after && or ; (prose like "make one" is not one).
+        for code in [*blocks, *spans]:
+            for target in re.findall(r"(?:^|&&|;)\s*make ([a-z][a-z-]*)", code, flags=re.M):
+                found.append((page.relative_to(ROOT).as_posix(), target))
+    return sorted(set(found))
+
+
+def test_every_make_target_the_docs_show_exists():
+    targets = set(makefile_targets())
+    environments = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["toolcanary"]["venvs"])
+    shown = documented_make_commands()
+    assert len(shown) > 20  # the pages are read, not skipped
+    unknown = [f"{page}: make {target}" for page, target in shown
+               if target not in targets and not (target.startswith("setup-") and target[6:] in environments)]
+    assert not unknown, "documented make targets the Makefile does not have:\n  " + "\n  ".join(unknown)
+
+
+@pytest.mark.parametrize("target", ["eval-all", "watch", "audit", "report", "figures", "tensorboard"])
+def test_the_stack_targets_read_run_from_env_as_compose_does(tmp_path, target):
+    """RUN typed beats RUN exported beats .env's RUN, for every host-side stack target as for Compose; the CPU
+    demo never takes .env's run (it would resume the GPU run's id)."""
+    for name in ("Makefile", ".env.example", "scripts/write_env.py", "scripts/git_commit.sh"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, tmp_path / name)
+    (tmp_path / ".env").write_text("RUN=from-env\n")
+    env = {k: v for k, v in os.environ.items() if k != "RUN"}
+
+    def dry(*args: str, **extra: str) -> str:
+        done = subprocess.run(["make", "-n", *args], cwd=tmp_path, capture_output=True, text=True,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert "from-env" in dry(target)
+    assert "typed" in dry(target, "RUN=typed") and "from-env" not in dry(target, "RUN=typed")
+    assert "exported" in dry(target, RUN="exported")
+    assert "from-env" not in dry("demo")

@@ -136,10 +136,8 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
     lines += [
         f"On CPU the policy is {POLICY_WORDS[settings.policy]}: the numbers show the pipeline works, "
         "not what RL does to a 4B policy.",
-        "Next, on GPUs (see README, 'On GPUs'):",
-        "  make env && make up                        # simulator (Qwen3-8B) + GRPO on Qwen3-4B, 200 steps",
-        "  make eval STEP=200                         # serve one checkpoint and score it on BFCL V4",
-        "  docker compose run analysis make_figures --table",
+        "Next, on GPUs: docs/gpu.md, every command from the TRUSTEE checkout and the simulator's token to the",
+        "headline table and the report page (make up trains Qwen3-4B against Qwen3-8B for 200 steps).",
         f"Rerun or resume this demo with: make demo RUN={settings.run}",
     ]
     return "\n".join(lines)

@@ -82,7 +82,7 @@ def check(compose: list[str], serving: list[str] | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python3 -m toolcanary.evaluate.gpu_share", description=__doc__.splitlines()[0],
+        prog="python3 -m toolcanary.evaluate.gpu_share", description=" ".join(__doc__.split("\n\n")[0].split()),
         epilog='examples:\n  PYTHONPATH=services python3 -m toolcanary.evaluate.gpu_share --compose "docker compose"',
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--compose", default="docker compose", help="the Compose command (default: docker compose)")

@@ -46,7 +46,7 @@ BUILD_EPILOG = """examples:
 
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The simulator's command line; `serve --help` shows the defaults of the mode `argv` chooses."""
-    parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m toolcanary.simulator", description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     verbs = parser.add_subparsers(dest="verb", required=True)
     serve = verbs.add_parser("serve", help="run the HTTP service", epilog=SERVE_EPILOG,

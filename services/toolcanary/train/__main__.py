@@ -116,7 +116,7 @@ COMMANDS: dict[str, tuple[str, tuple[type, ...]]] = {
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The trainer's command line; the settings' help shows the defaults of the policy `argv` chooses."""
     defaults = resolve_defaults(TrainSettings, argv)
-    parser = argparse.ArgumentParser(prog="python -m toolcanary.train", description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(prog="python -m toolcanary.train", description=" ".join(__doc__.split("\n\n")[0].split()),
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (text, models) in COMMANDS.items():

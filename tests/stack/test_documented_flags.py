@@ -1,0 +1,88 @@
+"""Every command line the documentation shows uses flags its CLI has, and the evaluation's settings table states
+the defaults its declaration has.
+
+The commands are read from README.md, docs/*.md and the recipes' READMEs (code blocks and code spans):
+`python -m toolcanary.<service> [subcommand] --flag ...` and `make_figures --flag ...`. Each distinct
+(service, subcommand) asks its own environment's CLI for `--help` once (`.venvs/<env>/bin/python`, as
+`make test` builds them), and every `--flag` shown must appear in that help.
+
+Run: .venvs/dev/bin/python -m pytest tests/stack/test_documented_flags.py -q
+"""
+
+import re
+import subprocess
+from collections import defaultdict
+
+import pytest
+from compose_env import ROOT
+
+ENVIRONMENT = {"simulator": "simulator", "train": "train", "serve": "serve", "evaluate": "eval", "audit": "eval",
+               "demo": "dev", "analysis": "analysis"}
+SUBCOMMANDS = {"simulator": {"serve", "validate", "build-library"},
+               "train": {"cpu", "starting-policy", "build-policy", "seed-data", "check-recipe", "publish-base",
+                         "wait-for-nodes"},
+               "evaluate": {"run", "eval-all", "watch", "ls", "guards"}}
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "recipes").glob("*/README.md"))]
+
+
+def code_of(text: str) -> list[str]:
+    """Fenced blocks (continuation lines joined) and inline code spans of a markdown page."""
+    blocks = [b.replace("\\\n", " ") for b in re.findall(r"^```.*?^```", text, flags=re.S | re.M)]
+    rest = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return [*blocks, *re.findall(r"`([^`\n]+)`", rest)]
+
+
+def documented_flags() -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(service, subcommand or "") -> {(page, --flag)} of every documented command line."""
+    found = defaultdict(set)
+    for page in PAGES:
+        for code in code_of(page.read_text()):
+            for line in code.splitlines():
+                line = line.split(" #", 1)[0].split(" -- ", 1)[0]  # comments; what follows -- is another CLI's
+                for match in re.finditer(r"(?:python -m toolcanary\.([a-z]+)|(make_figures))((?: [^|;&]*)?)", line):
+                    service = match[1] or "analysis"
+                    if service not in ENVIRONMENT:
+                        continue
+                    words = match[3].split()
+                    sub = words[0] if words and words[0] in SUBCOMMANDS.get(service, ()) else ""
+                    for flag in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", match[3]):
+                        found[(service, sub)].add((page.relative_to(ROOT).as_posix(), flag))
+    return found
+
+
+FLAGS = documented_flags()
+
+
+def test_the_documentation_is_read():
+    assert sum(map(len, FLAGS.values())) > 40 and ("evaluate", "run") in FLAGS and ("analysis", "") in FLAGS
+
+
+@pytest.mark.parametrize(("service", "sub"), sorted(FLAGS), ids=lambda value: value or "-")
+def test_every_flag_a_documented_command_shows_exists(service, sub):
+    python = ROOT / ".venvs" / ENVIRONMENT[service] / "bin" / "python"
+    module = "toolcanary.analysis" if service == "analysis" else f"toolcanary.{service}"
+    done = subprocess.run([str(python), "-m", module, *([sub] if sub else []), "--help"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    helped = set(re.findall(r"(--[a-z][a-z0-9-]*)", done.stdout))
+    missing = sorted(f"{page}: {flag}" for page, flag in FLAGS[(service, sub)] if flag not in helped)
+    assert not missing, f"flags shown for {module} {sub} that its --help does not have:\n  " + "\n  ".join(missing)
+
+
+def test_the_evaluation_settings_table_states_the_declared_defaults():
+    from toolcanary.evaluate.settings import EvalSettings
+
+    table = (ROOT / "docs" / "evaluate.md").read_text().split("## Settings", 1)[1]
+    rows = re.findall(r"^\| `TOOLCANARY_EVALUATE_([A-Z_]+)` \| `([^`]*)`", table, flags=re.M)
+    assert len(rows) > 10
+    fields = EvalSettings.model_fields
+    for name, stated in rows:
+        default = fields[name.lower()].default
+        if default is None:
+            continue  # derived at run time: the table says from what
+        if isinstance(default, tuple):
+            assert stated == ",".join(map(str, default)), f"TOOLCANARY_EVALUATE_{name}: {stated} vs {default}"
+        elif isinstance(default, bool | str):
+            assert stated.lower() == str(default).lower(), f"TOOLCANARY_EVALUATE_{name}: {stated} vs {default!r}"
+        else:
+            assert float(stated) == default, f"TOOLCANARY_EVALUATE_{name}: docs say {stated}, declared {default}"
