@@ -337,10 +337,16 @@ def add_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, model: 
 
 def _help(model: type[BaseModel], name: str, info: FieldInfo, defaults: BaseModel | None) -> str:
     text = info.description or name.replace("_", " ")
-    if info.is_required() or not cli_of(info).show_default:
+    if info.is_required():
+        return f"{text} (required)"
+    if not cli_of(info).show_default:
         return text
     value = getattr(defaults, name) if defaults is not None else _default(info)
-    shown = [] if value is None or value in ("", [], ()) else [f"default: {_show(value)}"]
+    if value is None or value in ("", [], ()):
+        # Nothing set: say so, unless the description already says what happens then.
+        shown = [] if "default" in text else ["default: none"]
+    else:
+        shown = [f"default: {_show(value)}"]
     presets = getattr(model, "presets", None)
     if presets is not None and name in presets.fields():
         shown.append(presets.listing(model, name))
