@@ -268,6 +268,17 @@ def test_the_default_policys_quick_demo_trains_one_step_and_ends_with_the_table(
     assert (results / "figures" / "f1_training.png").stat().st_size > 1000
 
 
+def test_the_readmes_five_minute_path_is_the_quick_tiny_demo_this_suite_runs():
+    """README's first command, `make demo QUICK=1 POLICY=tiny`, is the `demo` fixture's command after setup."""
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)```", readme, flags=re.S)[1]
+    assert "make demo QUICK=1 POLICY=tiny" in first
+    dry = subprocess.run(["make", "-n", "demo", "QUICK=1", "POLICY=tiny"], cwd=REPO, capture_output=True, text=True)
+    assert dry.returncode == 0 and dry.stdout.splitlines()[0] == "python3 scripts/setup_venvs.py"
+    assert dry.stdout.splitlines()[1].split() == [".venvs/dev/bin/python", "-m", "toolcanary.demo", "--quick",
+                                                  "--policy", "tiny"]
+
+
 def test_the_smollm2_demo_reaches_the_trainer_with_its_own_sizes_and_window():
     from toolcanary.demo.settings import REPO_ROOT, DemoSettings
 

