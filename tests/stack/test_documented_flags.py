@@ -112,3 +112,16 @@ def test_the_versions_the_docs_quote_are_the_pinned_ones():
     assert len(quoted) > 20
     wrong = sorted({f"{page}: {name} {value} (pinned: {pin})" for page, name, value, pin in quoted if value != pin})
     assert not wrong, "versions the docs quote that differ from the pins:\n  " + "\n  ".join(wrong)
+
+
+def test_the_shared_versions_the_environments_page_states_are_the_locked_ones():
+    """docs/development.md says which versions the CPU locks share with the trainer's GPU image."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    stated = re.search(r"\(fastapi ([0-9.]+), pydantic ([0-9.]+), PyYAML ([0-9.]+), uvicorn ([0-9.]+);", text)
+    assert stated, "docs/development.md no longer states the shared versions"
+    for lock in ("simulator.txt", "train.txt", "image-train.txt"):
+        locked = (ROOT / "locks" / lock).read_text()
+        for name, version in zip(("fastapi", "pydantic", "PyYAML", "uvicorn"), stated.groups(), strict=True):
+            assert f"\n{name}=={version}\n" in locked, f"locks/{lock}: {name} is not {version}"
+    eval_fastapi = re.search(r"bfcl-eval dependencies resolve to, ([0-9.]+)\)", text)[1]
+    assert f"\nfastapi=={eval_fastapi}\n" in (ROOT / "locks" / "eval.txt").read_text()
