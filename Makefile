@@ -85,15 +85,16 @@ eval: ## stack: serve checkpoint STEP (default: .env's), score it on BFCL (PASS=
 	$(CHECK_ENV)
 	$(STACK_ENV) COMPOSE="$(COMPOSE)" scripts/eval_step.sh $(if $(STEP),--step $(STEP)) --pass $(PASS)
 
-# eval-all and watch rewrite the run's report page after each scored step.
-REPORT_COMMAND = $(VENV)/analysis/bin/make_figures --run {run} --report
+# eval-all and watch rewrite the run's report page after each scored step, in the analysis container: written as
+# the stack's user, like every other file under volumes/.
+REPORT_COMMAND = $(COMPOSE) run --rm analysis make_figures --run {run} --report
 
-eval-all: setup-eval setup-analysis ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
+eval-all: setup-eval ## stack: score every published checkpoint of RUN not yet scored, plus the repeats (GPUS=0,1,... at once)
 	$(need-run)
 	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate eval-all --run $(STACK_RUN) --serving compose --report-command "$(REPORT_COMMAND)"$(if $(GPUS), --gpus $(subst $(comma), ,$(GPUS)))
 
-watch: setup-eval setup-analysis ## stack: score checkpoints of RUN as the trainer publishes them; the report page grows with them
+watch: setup-eval ## stack: score checkpoints of RUN as the trainer publishes them; the report page grows with them
 	$(need-run)
 	$(CHECK_ENV)
 	$(STACK_ENV) TOOLCANARY_EVALUATE_COMPOSE_COMMAND="$(COMPOSE)" $(HOST_ENV) $(VENV)/eval/bin/python -m toolcanary.evaluate watch --run $(STACK_RUN) --serving compose --report-command "$(REPORT_COMMAND)"

@@ -273,7 +273,7 @@ def test_the_readmes_five_minute_path_is_the_quick_tiny_demo_this_suite_runs():
     readme = (REPO / "README.md").read_text()
     first = re.search(r"```bash\n(.*?)```", readme, flags=re.S)[1]
     assert "make demo QUICK=1 POLICY=tiny" in first
-    dry = subprocess.run(["make", "-n", "demo", "QUICK=1", "POLICY=tiny"], cwd=REPO, capture_output=True, text=True)
+    dry = subprocess.run(["make", "--no-print-directory", "-n", "demo", "QUICK=1", "POLICY=tiny"], cwd=REPO, capture_output=True, text=True)
     assert dry.returncode == 0 and dry.stdout.splitlines()[0] == "python3 scripts/setup_venvs.py"
     assert dry.stdout.splitlines()[1].split() == [".venvs/dev/bin/python", "-m", "toolcanary.demo", "--quick",
                                                   "--policy", "tiny"]

@@ -1,5 +1,5 @@
-"""The README's facts are checked, not trusted: every path in its annotated tree exists, and every
-Makefile target and service doc it names is there.
+"""The docs' facts are checked, not trusted: every path in the annotated tree of docs/development.md exists,
+and every page the README points to is there (the make targets the docs name: test_images_and_makefile.py).
 
 Run: .venvs/dev/bin/python -m pytest tests/stack/test_readme.py -q
 """
@@ -9,10 +9,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+DEVELOPMENT = (ROOT / "docs" / "development.md").read_text()
 
 
 def tree_paths() -> list[str]:
-    block = README.split("## Repository layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
+    block = DEVELOPMENT.split("## Repository layout", 1)[1].split("```text", 1)[1].split("```", 1)[0]
     paths, parents = [], []
     for line in block.splitlines():
         if not line.strip():
@@ -34,14 +35,10 @@ def test_every_path_in_the_tree_exists():
     assert missing == []
 
 
-def test_every_make_target_the_readme_names_exists():
-    targets = set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), flags=re.M))
-    named = set(re.findall(r"`?make ([a-z][a-z-]*)", README))
-    assert named <= targets, named - targets
-
-
 def test_every_doc_the_readme_points_to_exists():
-    for doc in set(re.findall(r"`(docs/[a-z_]+\.md)`", README)):
+    pointed = set(re.findall(r"[`(](docs/[a-z_]+\.md)[`)]", README))
+    assert len(pointed) >= 8
+    for doc in pointed:
         assert (ROOT / doc).is_file(), doc
 
 

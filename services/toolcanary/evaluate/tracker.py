@@ -67,6 +67,8 @@ def write_pass_scalars(tensorboard_dir: Path, rows: list[BfclRow]) -> Path | Non
     try:
         from tensorboardX import SummaryWriter
 
+        # tensorboardX creates the folder without exist_ok: two passes finishing together would race on it.
+        folder.mkdir(parents=True, exist_ok=True)
         # The suffix keeps two passes that finish in the same second (scored at once) out of one file name.
         with SummaryWriter(logdir=str(folder), flush_secs=1,
                            filename_suffix=f".step{step:04d}.pass{rows[0].pass_index}") as writer:
