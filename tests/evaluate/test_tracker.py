@@ -6,7 +6,6 @@ Run: .venvs/eval/bin/python -m pytest tests/evaluate/test_tracker.py -q
 import threading
 
 import pytest
-
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from toolcanary.contract.csv_schemas import BfclRow
