@@ -1,5 +1,5 @@
-"""Every command line the documentation shows uses flags its CLI has, and the evaluation's settings table states
-the defaults its declaration has.
+"""Every command line the documentation shows uses flags its CLI has; the evaluation's and the simulator's
+settings tables state their declared defaults; the versions the docs quote are the pinned ones.
 
 The commands are read from README.md, docs/*.md and the recipes' READMEs (code blocks and code spans):
 `python -m toolcanary.<service> [subcommand] --flag ...` and `make_figures --flag ...`. Each distinct
@@ -69,23 +69,29 @@ def test_every_flag_a_documented_command_shows_exists(service, sub):
     assert not missing, f"flags shown for {module} {sub} that its --help does not have:\n  " + "\n  ".join(missing)
 
 
-def test_the_evaluation_settings_table_states_the_declared_defaults():
-    from toolcanary.evaluate.settings import EvalSettings
+@pytest.mark.parametrize(("page", "prefix", "settings"), [
+    ("evaluate.md", "TOOLCANARY_EVALUATE_", "toolcanary.evaluate.settings:EvalSettings"),
+    ("simulator.md", "TOOLCANARY_SIMULATOR_", "toolcanary.simulator.settings:SimulatorSettings")])
+def test_each_settings_table_states_the_declared_defaults(page, prefix, settings):
+    """A row whose default cell is one plain value must state the declaration's default; rows that say a default
+    is derived, unset or per mode say it in words and are read by people, not here."""
+    import importlib
 
-    table = (ROOT / "docs" / "evaluate.md").read_text().split("## Settings", 1)[1]
-    rows = re.findall(r"^\| `TOOLCANARY_EVALUATE_([A-Z_]+)` \| `([^`]*)`", table, flags=re.M)
-    assert len(rows) > 10
-    fields = EvalSettings.model_fields
-    for name, stated in rows:
-        default = fields[name.lower()].default
+    module, name = settings.split(":")
+    fields = getattr(importlib.import_module(module), name).model_fields
+    table = (ROOT / "docs" / page).read_text().split("## Settings", 1)[-1]
+    rows = re.findall(rf"^\| `{prefix}([A-Z_]+)` \| `([^`]*)` \|", table, flags=re.M)
+    assert len(rows) > 10, f"docs/{page}: the settings table was not found"
+    for field, stated in rows:
+        default = fields[field.lower()].default
         if default is None:
             continue  # derived at run time: the table says from what
         if isinstance(default, tuple):
-            assert stated == ",".join(map(str, default)), f"TOOLCANARY_EVALUATE_{name}: {stated} vs {default}"
+            assert stated == ",".join(map(str, default)), f"{prefix}{field}: {stated} vs {default}"
         elif isinstance(default, bool | str):
-            assert stated.lower() == str(default).lower(), f"TOOLCANARY_EVALUATE_{name}: {stated} vs {default!r}"
+            assert stated.lower() == str(default).lower(), f"{prefix}{field}: {stated} vs {default!r}"
         else:
-            assert float(stated) == default, f"TOOLCANARY_EVALUATE_{name}: docs say {stated}, declared {default}"
+            assert float(stated) == default, f"{prefix}{field}: docs say {stated}, declared {default}"
 
 
 def test_the_versions_the_docs_quote_are_the_pinned_ones():
