@@ -97,8 +97,9 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         None, validation_alias=env(ENV_PREFIX + "TENSORBOARD_DIR", "TENSORBOARD_DIR"),
         description="the run's TensorBoard folder, the one verl's tensorboard logger writes; each pass's scores go "
                     "to its bfcl/ sub-folder (default: <results_dir>/<run>/tensorboard)")
-    report_command: str = Field("", description="command eval-all / watch run after each scored step, e.g. "
-                                                "'make_figures --run RUN --report' (empty: none)")
+    report_command: str = Field("", description="command eval-all / watch run after each scored step, {run} "
+                                                "replaced by the run id, e.g. 'make_figures --run {run} --report' "
+                                                "(empty: none)")
 
     @field_validator("repeat_steps", "gpus", mode="before")
     @classmethod
