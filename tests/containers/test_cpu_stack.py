@@ -218,12 +218,18 @@ def test_every_file_under_volumes_belongs_to_the_user_who_runs_the_stack(stack):
     uid, gid = stack.user
     for service, info in stack.inspected.items():
         assert info["Config"]["User"] == f"{uid}:{gid}", service
-    # `make eval-all` runs its client on the host, as the test's own user: the pass it scores is that user's.
-    host_side = stack.results / "passes" / "step_0000_pass_2"
+    # `make eval-all` runs its client on the host, as the test's own user: the pass it scores is that user's, its
+    # folder and its TensorBoard event file alike.
+    host_pass = stack.results / "passes" / "step_0000_pass_2"
+    [host_events] = (stack.results / "tensorboard" / "bfcl").glob("events.out.tfevents.*.step0000.pass2")
+
+    def host_side(path):
+        return path == host_events or host_pass in (path, *path.parents)
+
     owners = {p: (p.lstat().st_uid, p.lstat().st_gid) for p in (stack.root / "volumes").rglob("*")}
-    foreign = [str(p) for p, owner in owners.items() if owner != (uid, gid) and host_side not in (p, *p.parents)]
+    foreign = [str(p) for p, owner in owners.items() if owner != (uid, gid) and not host_side(p)]
     assert not foreign, foreign[:10]
-    assert {owners[p] for p in owners if host_side in (p, *p.parents)} == {(os.getuid(), os.getgid())}
+    assert {owners[p] for p in owners if host_side(p)} == {(os.getuid(), os.getgid())}
 
 
 def test_every_container_stays_on_the_loopback(stack):
