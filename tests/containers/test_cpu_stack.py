@@ -16,6 +16,7 @@ Run: .venvs/dev/bin/python -m pytest tests/containers -q -s
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -48,16 +49,47 @@ def metric_rows(stack: Project) -> list[dict]:
         return list(csv.DictReader(handle))
 
 
-def listening_addresses() -> list[str]:
-    """host:port of every listening TCP socket on the machine (IPv4), from /proc/net/tcp."""
+def tcp_sockets() -> list[dict]:
+    """Every IPv4 TCP socket of the host network, from /proc/net/tcp: its address and port, the peer's port,
+    its state, the bytes received and not yet read by its owner, and its inode (0 before it is accepted)."""
     found = []
     for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        if state == "0A":  # TCP_LISTEN
-            address, port = local.split(":")
-            octets = [str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)]  # little-endian hex
-            found.append(f"{'.'.join(octets)}:{int(port, 16)}")
+        fields = line.split()
+        (address, port), remote_port = fields[1].split(":"), fields[2].split(":")[1]
+        octets = [str(int(address[i:i + 2], 16)) for i in (6, 4, 2, 0)]  # little-endian hex
+        found.append({"address": ".".join(octets), "port": int(port, 16), "remote_port": int(remote_port, 16),
+                      "state": fields[3], "unread": int(fields[4].split(":")[1], 16), "inode": int(fields[9])})
     return found
+
+
+def listening_addresses() -> list[str]:
+    """host:port of every listening TCP socket on the machine (IPv4)."""
+    return [f"{s['address']}:{s['port']}" for s in tcp_sockets() if s["state"] == "0A"]  # 0A: TCP_LISTEN
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets held by process `pid` and its descendants (gone ones are skipped)."""
+    inodes, pids = set(), [pid]
+    while pids:
+        current = pids.pop()
+        try:
+            for fd in Path(f"/proc/{current}/fd").iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(int(target[len("socket:["):-1]))
+            for task in Path(f"/proc/{current}/task").iterdir():
+                pids += [int(child) for child in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return inodes
+
+
+def request_unread(port: int, client_pid: int) -> bool:
+    """Whether a request of `client_pid` (or its descendants) to `port` sits unread on the server's side."""
+    sockets, held = tcp_sockets(), socket_inodes(client_pid)
+    client_ports = {s["port"] for s in sockets if s["inode"] in held and s["remote_port"] == port}
+    return any(s["port"] == port and s["remote_port"] in client_ports and s["unread"] for s in sockets)
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +144,16 @@ def simulator_records_size(stack: Project) -> int:
 
 
 def drill(stack: Project) -> None:
-    """Kill the simulator's process while a step's role calls are in flight: a crash, not `docker stop`.
+    """Kill the simulator's process while the trainer is waiting on it: a crash, not `docker stop`.
 
-    A step of the tiny policy spends about a second in its rollouts, after its predecessor's row, save and
-    publish. So the process id is looked up first, and the kill is sent the moment a role call of the step
-    after the last written row reaches disk, while the rest of that step's calls are still on their way."""
+    A step of the tiny policy spends about a second in its rollouts, so a kill timed from the outside can land
+    after the step's last call, with the simulator back before the trainer next needs it: nothing to observe.
+    The drill therefore freezes the process (SIGSTOP) the moment a role call of the step after the last
+    written row reaches disk, waits until a request of the trainer sits unread in the frozen simulator's
+    sockets (a role call of that step, or, when the freeze came after its last call, the readiness check before
+    the next step), and only then kills it (SIGKILL). Whichever it was, the trainer meets the death."""
     pid = stack.container("simulator")["State"]["Pid"]
+    trainer = stack.container("trainer")["State"]["Pid"]
     wait_for("the trainer's first GRPO step", lambda: metric_rows(stack), timeout=1200, every=0.2)
     finished, fresh = len(metric_rows(stack)), False  # fresh: the size below was read as a row appeared
     while True:
@@ -128,10 +164,13 @@ def drill(stack: Project) -> None:
         if rows == finished and fresh:
             break  # the first call of the step after `finished` is on disk; the rest are in flight
         finished, fresh = rows, rows != finished
-        if finished >= STEPS:
-            raise EngineError("the trainer finished before the drill saw a step's role calls begin")
+        if finished >= STEPS - 1:
+            raise EngineError("the trainer was in its last step before the drill saw a step's role calls begin")
+    os.kill(pid, signal.SIGSTOP)
+    wait_for("a request of the trainer waiting on the frozen simulator",
+             lambda: request_unread(stack.ports["simulator"], trainer), timeout=600, every=0.05)
+    stack.killed_at_step = len(metric_rows(stack))  # steps finished when it died; the next one met the death
     os.kill(pid, signal.SIGKILL)
-    stack.killed_at_step = finished  # steps finished when it died; the next one was in its rollouts
     started = time.monotonic()
     wait_for("the simulator comes back healthy", lambda: (lambda s: s["RestartCount"] >= 1 and
              s["State"].get("Health", {}).get("Status") == "healthy")(stack.container("simulator")), timeout=300)
