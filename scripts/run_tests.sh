@@ -4,8 +4,7 @@
 # browser tests, the container images' build, tests/containers/prepare.py, then the stack suite's dependency
 # resolutions and environment builds) runs in the background from the start, its output shown when it ends;
 # the suites run one after the other. The containers suite runs last and builds its images from the layer
-# cache the early build left. A second background job builds the SmolLM2 starting policy the serve suite's
-# held-out check reads (tests/serve/starting_policy_build.py), overlapping the suites before serve.
+# cache the early build left.
 # Usage: scripts/run_tests.sh [suite ...]   (default: every suite present; extra pytest args via PYTEST_ARGS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -27,18 +26,6 @@ run_suite() {  # suite -> its pytest's exit status
   ".venvs/$env/bin/python" -m pytest "tests/$1" -q ${PYTEST_ARGS:-} --junitxml="$reports/$1.xml"
 }
 
-policy_build=
-if wanted serve; then
-  export TOOLCANARY_STARTING_POLICY_BUILD="$PWD/$reports/starting-policy"
-  .venvs/train/bin/python tests/serve/starting_policy_build.py "$TOOLCANARY_STARTING_POLICY_BUILD" \
-    > "$reports/starting-policy-build.log" 2>&1 &
-  policy_build=$!
-fi
-stop_background() {
-  for job in $background $policy_build; do pkill -TERM -P "$job" 2>/dev/null; kill "$job" 2>/dev/null; done
-}
-trap stop_background EXIT
-
 background=
 if wanted containers || wanted stack || wanted analysis || wanted demo; then
   (
@@ -53,6 +40,7 @@ if wanted containers || wanted stack || wanted analysis || wanted demo; then
     fi
   ) &
   background=$!
+  trap 'pkill -TERM -P "$background" 2>/dev/null; kill "$background" 2>/dev/null' EXIT
 fi
 finish_background() {
   [ -n "$background" ] || return 0
@@ -76,6 +64,5 @@ for suite in $suites; do
   run_suite "$suite" || status=1
 done
 finish_background
-[ -z "$policy_build" ] || echo "early starting-policy build: $(tail -n 1 "$reports/starting-policy-build.log")"
 python3 scripts/sum_junit.py "$reports" "${ran[@]}" || status=1
 exit $status

@@ -10,12 +10,11 @@ recipe (12 steps on the run's 8 pool tasks, no abstention) fails it on the same 
 128-token turn without closing, and three answers open with `tool` instead of `<tool_call>`.
 
 Run: .venvs/serve/bin/python -m pytest tests/serve/test_starting_policy_calls.py -q   (builds the policy:
-several minutes on 2 cores; under `make test` the build starts early, see starting_policy_build.py)
+several minutes on 2 cores)
 """
 
 import json
-import os
-import sys
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,22 +23,31 @@ from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionReque
 from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
 
 from toolcanary.contract.hermes import CALL_CLOSE, CALL_OPEN
-from toolcanary.contract.training_files import HELD_OUT_FILE, read_held_out
+from toolcanary.contract.training_files import HELD_OUT_FILE, TASK_KEY_TAG_FILE, read_held_out
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from starting_policy_build import HELD_OUT_TASKS, build, wait_for  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
+HELD_OUT_TASKS = 12
 
 
 @pytest.fixture(scope="module")
 def starting_policy(tmp_path_factory):
-    """(policy folder, held-out answers, summary) of a fresh `starting-policy` run with the smollm2 preset:
-    the one `make test` started early (TOOLCANARY_STARTING_POLICY_BUILD), or one built here."""
-    early = os.environ.get("TOOLCANARY_STARTING_POLICY_BUILD")
-    root = Path(early) if early else tmp_path_factory.mktemp("starting")
-    done = wait_for(root) if early else build(root)
-    assert done["returncode"] == 0, done["stderr"][-3000:]
-    summary = json.loads(done["stdout"])
+    """(policy folder, held-out answers, summary) of a fresh `starting-policy` run with the smollm2 preset.
+
+    The run's task-key tag is given, so its warm start imitates the same gold conversations every time (a run
+    makes a random tag otherwise) and the check is of one fixed recipe, not of whichever tasks a tag drew.
+    """
+    root = tmp_path_factory.mktemp("starting")
+    tag = root / "runs" / "held-out" / "trainer" / TASK_KEY_TAG_FILE
+    tag.parent.mkdir(parents=True)
+    tag.write_text("5eed0000c0ffee00\n")
+    done = subprocess.run(
+        [str(REPO / ".venvs" / "train" / "bin" / "python"), "-m", "toolcanary.train", "starting-policy", "--quiet",
+         "--run", "held-out", "--policy", "smollm2", "--held-out", str(HELD_OUT_TASKS),
+         "--checkpoints-dir", str(root / "checkpoints"), "--results-dir", str(root / "results"),
+         "--runs-dir", str(root / "runs")],
+        capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout)
     return Path(summary["policy"]), read_held_out(root / "results" / "held-out" / HELD_OUT_FILE), summary
 
 
