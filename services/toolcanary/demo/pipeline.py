@@ -71,10 +71,9 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
 
         # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
         # Each checkpoint is served in the thinking mode its manifest records (the CPU run trains without),
-        # and each answer is capped (see DemoSettings.max_new_tokens).
+        # and each answer is capped by the client (see DemoSettings.max_tokens).
         serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
-                 f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --max-new-tokens {s.max_new_tokens} "
-                 "-- --enforce-eager")
+                 f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} -- --enforce-eager")
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
                            lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
         with clock.phase("eval"):
@@ -82,7 +81,7 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                                "--serving", "local", "--serve-command", serve, "--serve-port", str(free_port()),
                                "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps",
                                *map(str, s.repeat_steps), "--repeat-passes", str(s.repeat_passes),
-                               "--passes-at-once", str(s.repeat_passes),
+                               "--passes-at-once", str(s.repeat_passes), "--max-tokens", str(s.max_tokens),
                                "--sample", str(s.sample), "--seed", str(s.seed),
                                *(["--sample-multi-turn", str(s.sample_multi_turn)] if s.sample_multi_turn else [])],
                       s.logs / "eval.log", poll=bar.poll)

@@ -85,9 +85,10 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                            "curriculum asks for in GRPO (default: the trainer's, 0)")
     level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step")
     max_model_len: int = Field(32768, description="context window of the checkpoint server")
-    # BFCL's chat path sends no max_tokens; a tiny policy that never emits its end token would generate up
-    # to the whole window on every turn, so the demo's server caps each answer.
-    max_new_tokens: int = Field(128, description="cap on each answer of the checkpoint server")
+    # A small policy that never emits its end token would write to the end of the window on every turn. The
+    # cap goes with each BFCL request (the evaluation's --max-tokens), not to the server, so that every pass
+    # manifest records the cap its answers were really cut at.
+    max_tokens: int = Field(128, ge=1, description="cap on each answer, sent with every BFCL request")
     health_timeout_s: float = Field(900.0, description="how long to wait for a service to be healthy, seconds")
     checkpoints: Path = Field(volume("checkpoints"), validation_alias=_root("checkpoints"),
                               description="root of the checkpoint folders")
