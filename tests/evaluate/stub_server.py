@@ -12,7 +12,7 @@ in turn, as text), `kinds` (each kind of answer in turn, `ANSWER_KINDS`: a struc
 offered tool, call markup as text, plain text, a reasoning trace alone). The preflight probe is answered
 correctly in every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each
 BFCL answer (not the probe).
-Every request's `max_tokens` is kept in `max_tokens_seen`; with `kv_tokens` the server publishes its KV-cache
+Every BFCL request's `max_tokens` is kept in `max_tokens_seen`, the probe's in `probe_max_tokens_seen`; with `kv_tokens` the server publishes its KV-cache
 size on /metrics as vLLM does.
 
     .venvs/eval/bin/python tests/evaluate/stub_server.py --port 8011 --model demo-step0000 --mode oracle
@@ -66,6 +66,7 @@ class StubServer(ThreadingHTTPServer):
         self.answered = 0  # BFCL requests answered by `unparsed` or `kinds`, which take their answers in turn
         self._turn_lock = threading.Lock()
         self.max_tokens_seen: list[int | None] = []
+        self.probe_max_tokens_seen: list[int | None] = []
         self.index = oracle_index() if mode in ("oracle", "overlong", "unparsed") else None
         super().__init__(("127.0.0.1", port), Handler)
 
@@ -136,8 +137,8 @@ class Handler(BaseHTTPRequestHandler):
         messages, tools, mode = body.get("messages", []), body.get("tools", []), self.server.mode
         prompt_chars = len(json.dumps(messages)) + len(json.dumps(tools))
         is_probe = len(messages) == 1 and "Call the get_weather tool." in str(messages[0].get("content"))
-        if not is_probe:
-            self.server.max_tokens_seen.append(body.get("max_tokens"))
+        seen = self.server.probe_max_tokens_seen if is_probe else self.server.max_tokens_seen
+        seen.append(body.get("max_tokens"))
         if self.server.delay and not is_probe:
             time.sleep(self.server.delay)
         if is_probe:

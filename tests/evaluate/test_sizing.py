@@ -67,6 +67,7 @@ def test_answers_cut_at_the_cap_count_wrong_and_what_bfcl_would_credit_is_report
     assert done.returncode == 0, done.stderr
     # Derived: cap 4096 / 4 = 1024; threads 16,384 / (1,024 + 2,048) = 5, but only 4 items.
     assert server.max_tokens_seen and set(server.max_tokens_seen) == {1024}
+    assert server.probe_max_tokens_seen == [None, None]  # a derived cap is not known before the probe
     folder = tmp_path / "t/passes/step_0000_pass_1"
     manifest = EvalPassManifest.model_validate_json((folder / "manifest.json").read_text())
     assert (manifest.max_tokens, manifest.threads) == (1024, 4)
@@ -109,3 +110,12 @@ def test_the_expected_duration_is_logged_once_after_the_first_minute(tmp_path, m
     # At 61 s, 3 items done: 97 left at 3 per 61 s is 1,972 s more, 2,033 s in all; logged once only.
     assert forecasts == ["generate: 3 items in the first 61 s; the 97 left should take about 33 min more "
                          "(34 min in all)"]
+
+
+def test_an_explicit_cap_goes_with_the_probe_too(tmp_path, make_stub):
+    """A policy that never ends its answer would otherwise write to the end of the context during the probe."""
+    server = make_stub("oracle")
+    done = cli(tmp_path, *run_args("t", server, "--base-model", "m", "--categories", "irrelevance",
+                                   "--max-tokens", "48", "--stop-after", "generate"))
+    assert done.returncode == 0, done.stderr
+    assert server.probe_max_tokens_seen == [48, 48] and set(server.max_tokens_seen) == {48}

@@ -76,8 +76,13 @@ def _check_no_raw_calls(base_url: str, message: dict, what: str) -> None:
 
 
 @guards.enforces(guards.PREFLIGHT)
-def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: float = 60.0) -> ProbeReport:
-    """Run the four checks; raise ContractError naming the first that fails."""
+def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: float = 60.0,
+          max_tokens: int | None = None) -> ProbeReport:
+    """Run the four checks; raise ContractError naming the first that fails.
+
+    max_tokens: the pass's explicit output cap, sent with the probe's requests too. Without it a policy that
+    never ends its answer (a small CPU one) writes to the end of the served context, past the probe's timeout.
+    """
     base_url = base_url.rstrip("/")
     headers = {"Authorization": f"Bearer {api_key}"}
     with httpx.Client(timeout=timeout_s, headers=headers) as client:
@@ -93,7 +98,8 @@ def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: f
             raise _fail(base_url, f"the served model {served_model!r}", f"models {models}",
                         "Serve the checkpoint under that name (--served-model-name) or pass --model with the listed name")
         max_len = next((e.get("max_model_len") for e in entries if e.get("id") == served_model), None)
-        body = {"model": served_model, "messages": PROBE_MESSAGES, "tools": [PROBE_TOOL], "temperature": 0}
+        body = {"model": served_model, "messages": PROBE_MESSAGES, "tools": [PROBE_TOOL], "temperature": 0,
+                **({"max_tokens": max_tokens} if max_tokens else {})}
         auto = _message(base_url, _chat(client, base_url, {**body, "tool_choice": "auto"}), 'tool_choice="auto"')
         _check_no_raw_calls(base_url, auto, 'tool_choice="auto"')
         forced_with, forced = "required", _chat(client, base_url, {**body, "tool_choice": "required"})

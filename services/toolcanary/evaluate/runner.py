@@ -185,7 +185,8 @@ def run_pass(settings: EvalSettings, opts: PassOptions) -> list[BfclRow]:
             # Killed after counting (only the append is left), or finished: the scalars are written again.
             return track(settings, opts.run, append_rows(paths, inputs.scored))
         paths.failure.unlink(missing_ok=True)
-        report = preflight.probe(settings.base_url, opts.served_model, settings.api_key, settings.probe_timeout_s)
+        report = preflight.probe(settings.base_url, opts.served_model, settings.api_key, settings.probe_timeout_s,
+                                 max_tokens=settings.max_tokens or None)
         sized = size_pass(settings, paths, inputs.request, report, resuming)
         timings = {"preflight": round(time.monotonic() - t0, 3)}
         manifest = _start_folder(settings, opts, paths, inputs, report, sized, started)
