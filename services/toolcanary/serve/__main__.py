@@ -81,10 +81,9 @@ def cpu_flags(vllm_args: list[str]) -> tuple[str, ...]:
 def cpu_defaults(environ) -> None:
     """Settings of the CPU build that the caller has not chosen: a 4 GiB KV cache and OpenMP on every core
     this process may use. The evaluation client runs as many requests at once as the KV cache holds
-    (toolcanary.evaluate.sizing), and a small model's decoding on CPU is nearly free to batch: 1 GiB held
-    two SmolLM2 requests per pass at an 8,192-token context, 4 GiB eleven, and the demo's step scored in
-    four fifths of the time. By default the build keeps one core for its API process, which on a small
-    machine leaves prefill much slower (measurements in LOG.md)."""
+    (toolcanary.evaluate.sizing), and a small model's decoding on CPU is nearly free to batch, so 1 GiB,
+    which holds a few SmolLM2 requests, left the evaluation slower. By default the build keeps one core for
+    its API process, which on a small machine leaves prefill much slower (measurements in LOG.md)."""
     environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
     environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", ",".join(map(str, sorted(os.sched_getaffinity(0)))))
 
