@@ -12,8 +12,8 @@ in turn, as text), `kinds` (each kind of answer in turn, `ANSWER_KINDS`: a struc
 offered tool, call markup as text, plain text, a reasoning trace alone). The preflight probe is answered
 correctly in every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each
 BFCL answer (not the probe).
-Every BFCL request's `max_tokens` is kept in `max_tokens_seen`, the probe's in `probe_max_tokens_seen`; with `kv_tokens` the server publishes its KV-cache
-size on /metrics as vLLM does.
+Every BFCL request's `max_tokens` is kept in `max_tokens_seen`, the probe's in `probe_max_tokens_seen`; with
+`kv_tokens` the server publishes its KV-cache size on /metrics as vLLM does.
 
     .venvs/eval/bin/python tests/evaluate/stub_server.py --port 8011 --model demo-step0000 --mode oracle
 """
