@@ -16,24 +16,32 @@ Run:
     python3 scripts/setup_venvs.py --lock train    # rebuild, then write locks/train.txt from pip freeze
     python3 scripts/setup_venvs.py --here eval     # inside an image: the eval recipe into this Python
     python3 scripts/setup_venvs.py eval --python python3.12 --into .venvs-py312   # another interpreter, elsewhere
+    python3 scripts/setup_venvs.py --jobs 1        # one at a time (default: as many at once as there are cores)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_VENVS = ROOT / ".venvs"
 LOCKS = ROOT / "locks"
 STAMP = ".toolcanary-stamp"
+# Held while an environment installs the project itself, which writes into the source tree (see install_commands).
+SOURCE_TREE = threading.Lock()
 # One pip for every environment (and for scripts/lock_images.py): resolver behaviour changes between releases.
 PIP = "pip==26.0.1"
 
@@ -92,20 +100,43 @@ def run(cmd: list[str], log) -> None:
         )
 
 
-def install_commands(name: str, recipe: dict, pip: list[str], *, editable: bool) -> list[list[str]]:
-    """The pip commands that install recipe `name` with `pip`, under its lock.
+def requirements(recipe: dict, extras: dict, *, with_tests: bool) -> list[str]:
+    """The project's base requirements and those of the recipe's extras, the project's own extras it names
+    (`toolcanary[test]`) expanded, in declaration order."""
+    wanted = [e for e in recipe["extras"] if with_tests or (e != "test" and not e.startswith("test-"))]
+    found, seen = list(load_base_dependencies()), set()
+    while wanted:
+        extra = wanted.pop(0)
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for requirement in extras[extra]:
+            own = re.fullmatch(r"toolcanary\[([^\]]+)\]", requirement.replace(" ", ""))
+            if own:
+                wanted += own.group(1).split(",")
+            elif requirement not in found:
+                found.append(requirement)
+    return found
+
+
+def install_commands(name: str, recipe: dict, extras: dict, pip: list[str], *, editable: bool) -> list[list[str]]:
+    """The pip commands that install recipe `name` with `pip`, under its lock; the last-but-one (or last)
+    installs the project itself, with --no-deps, after its requirements.
 
     editable: the local environments install the project editable with the test tools; an image installs
     it as a plain package without them (its Dockerfile adds the real sources later, with --no-deps).
+    The project goes in apart from its requirements because an editable install writes its metadata into
+    the source tree (services/toolcanary.egg-info): environments built side by side share that folder, so
+    that one short step runs one environment at a time while the long ones run at once.
     """
     constraints = ["-c", str(LOCKS / f"{name}.txt")] if (LOCKS / f"{name}.txt").exists() else []
     # The test tools (`test`, `test-*` extras) go into the local environments only, never into an image.
-    extras = recipe["extras"] if editable else [e for e in recipe["extras"] if e != "test" and not e.startswith("test-")]
-    spec = f"{ROOT}[{','.join(extras)}]"
     commands = [pip + ["install", "-q", "--upgrade", PIP, "setuptools==80.9.0", "wheel"],
-                pip + ["install", "-q", *(["-e"] if editable else []), spec] + recipe.get("platform", []) + constraints]
+                pip + ["install", "-q", *requirements(recipe, extras, with_tests=editable)]
+                + recipe.get("platform", []) + constraints]
     if recipe.get("no_deps"):
         commands.append(pip + ["install", "-q", "--no-deps"] + recipe["no_deps"] + constraints)
+    commands.append(pip + ["install", "-q", "--no-deps", *(["-e"] if editable else []), str(ROOT)])
     if recipe.get("uninstall"):
         commands.append(pip + ["uninstall", "-y"] + recipe["uninstall"])
     return commands
@@ -114,7 +145,7 @@ def install_commands(name: str, recipe: dict, pip: list[str], *, editable: bool)
 def install_here(name: str, recipe: dict) -> None:
     """Install recipe `name` into the running interpreter (an image's build step), failing loudly."""
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    for command in install_commands(name, recipe, pip, editable=False):
+    for command in install_commands(name, recipe, load_recipes()[1], pip, editable=False):
         print(f"setup: $ {' '.join(command)}", flush=True)
         result = subprocess.run(command, cwd=ROOT)
         if result.returncode != 0:
@@ -122,6 +153,7 @@ def install_here(name: str, recipe: dict) -> None:
 
 
 def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write_lock: bool) -> None:
+    """Build .venvs/<name> from nothing; safe to run beside the build of another environment."""
     target = venvs / name
     if target.exists():
         shutil.rmtree(target)
@@ -132,8 +164,9 @@ def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write
     with log_path.open("w") as log:
         run([python, "-m", "venv", str(target)], log)
         pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-        for command in install_commands(name, recipe, pip, editable=True):
-            run(command, log)
+        for command in install_commands(name, recipe, load_recipes()[1], pip, editable=True):
+            with SOURCE_TREE if command[-1] == str(ROOT) else contextlib.nullcontext():
+                run(command, log)
         if write_lock:
             frozen = subprocess.run(
                 pip + ["freeze", "--exclude-editable"], capture_output=True, text=True, check=True
@@ -152,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Build the per-image virtual environments under .venvs/.",
         epilog="examples:\n  python3 scripts/setup_venvs.py\n  python3 scripts/setup_venvs.py eval\n"
         "  python3 scripts/setup_venvs.py --lock analysis\n  python3 scripts/setup_venvs.py --here eval\n"
-        "  python3 scripts/setup_venvs.py eval analysis --python python3.12 --into .venvs-py312",
+        "  python3 scripts/setup_venvs.py eval analysis --python python3.12 --into .venvs-py312\n"
+        "  python3 scripts/setup_venvs.py --jobs 1",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("names", nargs="*", help="environments to build (default: all)")
@@ -162,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: the first of the recipe's that runs)")
     parser.add_argument("--into", metavar="DIR", type=Path, default=DEFAULT_VENVS,
                         help="where the environments go (default: .venvs)")
+    parser.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
+                        help="environments built at once (default: the number of cores)")
     args = parser.parse_args(argv)
     recipes, extras = load_recipes()
     unknown = sorted(set(args.names + ([args.here] if args.here else [])) - set(recipes))
@@ -170,14 +206,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.here:
         install_here(args.here, recipes[args.here])
         return 0
+    stale = []
     for name in args.names or list(recipes):
         recipe = recipes[name]
         python, version = interpreter(name, recipe, args.python)
         current = args.into / name / STAMP
         if not args.lock and current.exists() and current.read_text() == fingerprint(name, recipe, extras, version):
             print(f"setup: {args.into / name} is up to date", flush=True)
-            continue
-        build(name, recipe, python, version, args.into, args.lock)
+        else:
+            stale.append((name, recipe, python, version))
+    # pip unpacks and compiles on one core, so environments build side by side (LOG.md has the times). A failed
+    # build lets the running ones finish and starts no more; its message ends the setup.
+    failed = threading.Event()
+
+    def build_unless_failed(name: str, recipe: dict, python: str, version: str) -> None:
+        if failed.is_set():
+            return
+        try:
+            build(name, recipe, python, version, args.into, args.lock)
+        except BaseException:
+            failed.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        builds = [pool.submit(build_unless_failed, *one) for one in stale]
+    for finished in builds:
+        if finished.exception() is not None:
+            raise finished.exception()
     return 0
 
 

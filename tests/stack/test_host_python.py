@@ -32,9 +32,9 @@ def runnable_python(version: str) -> str | None:
     return None
 
 
-def setup(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+def setup(*args: str, timeout: float = 900, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "scripts/setup_venvs.py", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+                          text=True, timeout=timeout, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **env})
 
 
 @pytest.mark.slow
@@ -67,3 +67,16 @@ def test_an_interpreter_the_recipe_does_not_allow_is_refused_with_the_allowed_on
         done = setup("eval", "--python", python, "--into", str(tmp_path), timeout=120)
         assert done.returncode != 0 and "builds on python3.11 or python3.12" in done.stderr, done.stderr
         assert not (tmp_path / "eval").exists()
+
+
+def test_a_failed_build_ends_the_setup_with_its_log_and_starts_no_further_one(tmp_path):
+    """pip with nowhere to install from: the first environment fails at its first install, the next is never begun."""
+    wheels = tmp_path / "no-wheels"
+    wheels.mkdir()
+    done = setup("dev", "simulator", "--jobs", "1", "--into", str(tmp_path / "venvs"), timeout=120,
+                 PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheels))
+    assert done.returncode != 0, done.stdout
+    assert "setup: command failed" in done.stderr and f"see the log: {tmp_path / 'venvs' / 'dev.log'}" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "venvs" / "dev" / ".toolcanary-stamp").exists()
+    assert not (tmp_path / "venvs" / "simulator").exists(), done.stdout
