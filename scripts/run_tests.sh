@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 declare -A ENV_OF=([contract]=dev [stack]=dev [simulator]=simulator [train]=train [serve]=serve
                    [evaluate]=eval [audit]=eval [analysis]=analysis [demo]=dev [containers]=dev)
 ORDER="contract stack analysis simulator evaluate audit train serve demo containers"
+# Suites whose files run on two workers (pytest-xdist, each file on one worker so a module's fixtures run once):
+# the train suite's tests mostly wait on subprocesses and servers, so on 2 cores it finishes in about three
+# quarters of its time (LOG.md).
+declare -A WORKERS_OF=([train]="-n 2 --dist loadfile")
 suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 # Screenshots and other files a test leaves for people to look at (e.g. report-pages/*.png).
@@ -23,7 +27,7 @@ wanted() { [[ " $suites " == *" $1 "* && -d "tests/$1" ]]; }
 run_suite() {  # suite -> its pytest's exit status
   local env="${ENV_OF[$1]:?no environment mapped for tests/$1}"
   echo "=== tests/$1 in .venvs/$env"
-  ".venvs/$env/bin/python" -m pytest "tests/$1" -q ${PYTEST_ARGS:-} --junitxml="$reports/$1.xml"
+  ".venvs/$env/bin/python" -m pytest "tests/$1" -q ${WORKERS_OF[$1]:-} ${PYTEST_ARGS:-} --junitxml="$reports/$1.xml"
 }
 
 background=

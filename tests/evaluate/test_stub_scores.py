@@ -60,21 +60,49 @@ def java_quoted_string_arrays() -> set[str]:
     return wrong
 
 
-def test_the_oracle_scores_every_satisfiable_item_of_whole_small_categories(tmp_path, make_stub):
-    categories = ["simple_java", "simple_javascript", "live_parallel", "live_parallel_multiple", "live_relevance"]
-    done = cli(tmp_path, *run_args("o", make_stub("oracle"), "--base-model", "m", "--categories", *categories))
-    assert done.returncode == 0, done.stderr
-    wrong = {o.id: o.outcome for o in read_outcomes(tmp_path / "o/passes/step_0000_pass_1/outcomes.jsonl")
-             if o.outcome != "correct"}
-    assert set(wrong) == java_quoted_string_arrays() | {"simple_java_64"}
-    rows = {r.category: (r.correct, r.total) for r in read_bfcl_by_category(tmp_path / "o/bfcl_by_category.csv")}
-    assert rows == {c: (len(category_ids(c)) - sum(i in wrong for i in category_ids(c)), len(category_ids(c)))
-                    for c in categories}
+@pytest.fixture(scope="module")
+def oracle_pass(tmp_path_factory, make_stub):
+    """One pass of the oracle over every item of the 17 offline categories: (results folder, outcomes by id)."""
+    results = tmp_path_factory.mktemp("oracle")
+    done = cli(results, *run_args("o", make_stub("oracle"), "--base-model", "m"), timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return results / "o", {o.id: o for o in read_outcomes(results / "o/passes/step_0000_pass_1/outcomes.jsonl")}
 
 
-def test_the_oracle_fails_exactly_the_named_impossible_items(tmp_path, make_stub):
+def test_a_full_oracle_pass_fails_exactly_the_impossible_and_the_ambiguous_items(oracle_pass):
+    """All 17 offline categories, every item: 100 % wherever BFCL's data allows it."""
     from oracle_answers import OracleIndex
 
+    from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
+
+    run, outcomes = oracle_pass
+    wrong = {i for i, o in outcomes.items() if o.outcome != "correct"}
+    # Every item impossible by BFCL's data fails; beyond those, only multi-turn items an HTTP oracle cannot tell
+    # apart from their twins may fail (it answers the twin's calls, which are sometimes right for both).
+    impossible = set(KNOWN_WRONG) | java_quoted_string_arrays()
+    assert impossible <= wrong
+    assert wrong - impossible <= set(OracleIndex().ambiguous_multi_turn())
+    rows = read_bfcl_by_category(run / "bfcl_by_category.csv")
+    assert {r.category for r in rows} == set(OFFLINE_CATEGORIES)
+    assert all(r.total == len(category_ids(r.category)) for r in rows)
+    assert all(r.correct == sum(outcomes[i].outcome == "correct" for i in category_ids(r.category)) for r in rows)
+
+
+def test_the_oracle_scores_every_satisfiable_item_of_whole_small_categories(oracle_pass):
+    run, outcomes = oracle_pass
+    categories = ["simple_java", "simple_javascript", "live_parallel", "live_parallel_multiple", "live_relevance"]
+    ids = [i for c in categories for i in category_ids(c)]
+    wrong = {i for i in ids if outcomes[i].outcome != "correct"}
+    assert wrong == java_quoted_string_arrays() | {"simple_java_64"}
+    rows = {r.category: (r.correct, r.total) for r in read_bfcl_by_category(run / "bfcl_by_category.csv")}
+    assert {c: rows[c] for c in categories} == {
+        c: (len(category_ids(c)) - sum(i in wrong for i in category_ids(c)), len(category_ids(c))) for c in categories}
+
+
+def test_the_oracle_fails_exactly_the_named_impossible_items(oracle_pass):
+    from oracle_answers import OracleIndex
+
+    run, outcomes = oracle_pass
     ambiguous = sorted(OracleIndex().ambiguous_multi_turn())
     ids = {
         "live_simple": ["live_simple_0-0-0", "live_simple_106-63-0", "live_simple_112-68-0"],
@@ -86,42 +114,19 @@ def test_the_oracle_fails_exactly_the_named_impossible_items(tmp_path, make_stub
         "multi_turn_miss_func": ["multi_turn_miss_func_0", "multi_turn_miss_func_1"],
         "multi_turn_long_context": ["multi_turn_long_context_0", "multi_turn_long_context_8"],
     }
+    named = [i for category in ids.values() for i in category]
     assert "multi_turn_long_context_8" in ambiguous
-    (tmp_path / "ids.json").write_text(json.dumps(ids))
-    done = cli(tmp_path, *run_args("o", make_stub("oracle"), "--base-model", "m", "--ids-file", str(tmp_path / "ids.json")))
-    assert done.returncode == 0, done.stderr
-    outcomes = {o.id: o.outcome for o in read_outcomes(tmp_path / "o/passes/step_0000_pass_1/outcomes.jsonl")}
     # Over HTTP, multi_turn_long_context_8 is indistinguishable from multi_turn_base_8 at the turn where their
     # ground truths differ (the long-context file contents), so the oracle answers the base item's calls.
-    expected = {**dict.fromkeys(outcomes, "correct"), **KNOWN_WRONG,
+    expected = {**dict.fromkeys(named, "correct"), **KNOWN_WRONG,
                 "multi_turn_long_context_8": "multi_turn:instance_state_mismatch"}
-    assert outcomes == {i: expected[i] for i in outcomes}
+    assert {i: outcomes[i].outcome for i in named} == {i: expected[i] for i in named}
     # A multi-turn item is answered with calls, then "Done." at the end of each turn: one record per response.
-    answers = {o.id: o.answer for o in read_outcomes(tmp_path / "o/passes/step_0000_pass_1/outcomes.jsonl")}
-    assert {answers[i] for i in ids["multi_turn_miss_func"] + ids["multi_turn_long_context"]} == {"calls"}
-    assert {answers[i] for i in ids["simple_python"] + ids["live_simple"]} == {"calls"}
-    result = tmp_path / "o/passes/step_0000_pass_1/bfcl/result/toolcanary-served-FC/multi_turn"
+    assert {outcomes[i].answer for i in ids["multi_turn_miss_func"] + ids["multi_turn_long_context"]} == {"calls"}
+    assert {outcomes[i].answer for i in ids["simple_python"] + ids["live_simple"]} == {"calls"}
+    result = run / "passes/step_0000_pass_1/bfcl/result/toolcanary-served-FC/multi_turn"
     line = json.loads((result / "BFCL_v4_multi_turn_miss_func_result.json").read_text().splitlines()[0])
     assert len(line[ANSWERS_FIELD]) > len(line["result"]) > 1 and {"calls": 0, "content": "Done."} in line[ANSWERS_FIELD]
-
-
-def test_a_full_oracle_pass_fails_exactly_the_impossible_and_the_ambiguous_items(tmp_path, make_stub):
-    """All 17 offline categories, every item: 100 % wherever BFCL's data allows it."""
-    from oracle_answers import OracleIndex
-
-    from toolcanary.contract.bfcl import OFFLINE_CATEGORIES
-
-    done = cli(tmp_path, *run_args("o", make_stub("oracle"), "--base-model", "m"), timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    wrong = {o.id for o in read_outcomes(tmp_path / "o/passes/step_0000_pass_1/outcomes.jsonl") if o.outcome != "correct"}
-    # Every item impossible by BFCL's data fails; beyond those, only multi-turn items an HTTP oracle cannot tell
-    # apart from their twins may fail (it answers the twin's calls, which are sometimes right for both).
-    impossible = set(KNOWN_WRONG) | java_quoted_string_arrays()
-    assert impossible <= wrong
-    assert wrong - impossible <= set(OracleIndex().ambiguous_multi_turn())
-    rows = read_bfcl_by_category(tmp_path / "o/bfcl_by_category.csv")
-    assert {r.category for r in rows} == set(OFFLINE_CATEGORIES)
-    assert all(r.total == len(category_ids(r.category)) for r in rows)
 
 
 def test_the_abstainer_is_right_only_where_abstaining_is(tmp_path, make_stub):
