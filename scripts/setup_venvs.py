@@ -142,17 +142,17 @@ def install_commands(name: str, recipe: dict, extras: dict, pip: list[str], *, e
     return commands
 
 
-def install_here(name: str, recipe: dict) -> None:
+def install_here(name: str, recipe: dict, extras: dict) -> None:
     """Install recipe `name` into the running interpreter (an image's build step), failing loudly."""
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    for command in install_commands(name, recipe, load_recipes()[1], pip, editable=False):
+    for command in install_commands(name, recipe, extras, pip, editable=False):
         print(f"setup: $ {' '.join(command)}", flush=True)
         result = subprocess.run(command, cwd=ROOT)
         if result.returncode != 0:
             raise SystemExit(f"setup: command failed (exit {result.returncode}): {' '.join(command)}")
 
 
-def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write_lock: bool) -> None:
+def build(name: str, recipe: dict, extras: dict, python: str, version: str, venvs: Path, write_lock: bool) -> None:
     """Build .venvs/<name> from nothing; safe to run beside the build of another environment."""
     target = venvs / name
     if target.exists():
@@ -164,7 +164,7 @@ def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write
     with log_path.open("w") as log:
         run([python, "-m", "venv", str(target)], log)
         pip = [str(target / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
-        for command in install_commands(name, recipe, load_recipes()[1], pip, editable=True):
+        for command in install_commands(name, recipe, extras, pip, editable=True):
             with SOURCE_TREE if command[-1] == str(ROOT) else contextlib.nullcontext():
                 run(command, log)
         if write_lock:
@@ -176,7 +176,7 @@ def build(name: str, recipe: dict, python: str, version: str, venvs: Path, write
                 f"# pip freeze of .venvs/{name}; used as constraints by scripts/setup_venvs.py\n" + frozen
             )
     # After a --lock the lock file is new, so the stamp is taken from the files as they are now.
-    (target / STAMP).write_text(fingerprint(name, recipe, load_recipes()[1], version))
+    (target / STAMP).write_text(fingerprint(name, recipe, extras, version))
     print(f"setup: {target} ready in {time.monotonic() - started:.0f} s", flush=True)
 
 
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"setup: unknown environment(s) {unknown}; expected some of {sorted(recipes)}")
     if args.here:
-        install_here(args.here, recipes[args.here])
+        install_here(args.here, recipes[args.here], extras)
         return 0
     stale = []
     for name in args.names or list(recipes):
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if failed.is_set():
             return
         try:
-            build(name, recipe, python, version, args.into, args.lock)
+            build(name, recipe, extras, python, version, args.into, args.lock)
         except BaseException:
             failed.set()
             raise
