@@ -3,8 +3,9 @@
 # Two lanes: the work that mostly waits on the network and the disk (Chromium's install for the report's
 # browser tests, the container images' build, tests/containers/prepare.py, then the stack suite's dependency
 # resolutions and environment builds) runs in the background from the start, its output shown when it ends;
-# the suites run one after the other. The containers suite runs last and builds its images from the layer
-# cache the early build left.
+# the suites run one after the other, except the demo suite, which starts in its turn and runs beside the
+# containers suite. The containers suite runs last and builds its images from the layer cache the early build
+# left.
 # Usage: scripts/run_tests.sh [suite ...]   (default: every suite present; extra pytest args via PYTEST_ARGS)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,10 @@ ORDER="contract stack analysis simulator evaluate audit train serve demo contain
 # the train suite's tests mostly wait on subprocesses and servers, so on 2 cores it finishes in about three
 # quarters of its time (LOG.md).
 declare -A WORKERS_OF=([train]="-n 2 --dist loadfile")
+# Suites that start in their turn and run beside the suites after them, their output shown when they end: the
+# demo suite's two demos, like the containers suite's stack, mostly wait on their services (a third to a half
+# of the machine idle in each), so the two share it (LOG.md).
+BESIDE="demo"
 suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 # Screenshots and other files a test leaves for people to look at (e.g. report-pages/*.png).
@@ -44,8 +49,15 @@ if wanted containers || wanted stack || wanted analysis || wanted demo; then
     fi
   ) &
   background=$!
-  trap 'pkill -TERM -P "$background" 2>/dev/null; kill "$background" 2>/dev/null' EXIT
 fi
+declare -A beside_pid=()
+stop_lanes() {  # on any exit: what still runs in the background lane or beside the suites
+  local pid
+  for pid in $background "${beside_pid[@]}"; do
+    pkill -TERM -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null
+  done
+}
+trap stop_lanes EXIT
 finish_background() {
   [ -n "$background" ] || return 0
   wait "$background"
@@ -65,8 +77,19 @@ for suite in $suites; do
   [ "$suite" = stack ] && continue  # in the background lane
   [ "$suite" = containers ] && finish_background
   ran+=("$suite")
-  run_suite "$suite" || status=1
+  if [[ " $BESIDE " == *" $suite "* ]]; then
+    run_suite "$suite" > "$reports/$suite.log" 2>&1 &
+    beside_pid[$suite]=$!
+  else
+    run_suite "$suite" || status=1
+  fi
 done
 finish_background
+for suite in $BESIDE; do
+  [ -n "${beside_pid[$suite]:-}" ] || continue
+  wait "${beside_pid[$suite]}" || status=1
+  unset "beside_pid[$suite]"
+  cat "$reports/$suite.log"
+done
 python3 scripts/sum_junit.py "$reports" "${ran[@]}" || status=1
 exit $status
