@@ -15,6 +15,8 @@ can plant gains, losses, flips and unparsed-call credit and know the answer.
 from __future__ import annotations
 
 import csv
+import functools
+import math
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,6 +37,7 @@ from toolcanary.contract.pass_files import (
     PassRequest,
     count_outcomes,
     count_unparsed_correct,
+    count_verdicts,
     write_outcomes,
     write_request,
 )
@@ -116,8 +119,9 @@ def golden(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-Outcome = Callable[[int, int, str, str], tuple[str, str | None]]
-"""(step, pass, category, id) -> (outcome, answer kind) of one item in one pass."""
+Outcome = Callable[[int, int, str, str], tuple]
+"""(step, pass, category, id) -> (outcome, answer kind) of one item in one pass, or (outcome, answer kind, BFCL's
+own verdict, output tokens) for a run written with the verdict columns of contract 1.10."""
 
 
 def item_ids(category: str, size: int) -> list[str]:
@@ -126,12 +130,14 @@ def item_ids(category: str, size: int) -> list[str]:
 
 def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size: int = 12,
                    unparsed_column: bool = True, overlong_counted_wrong: bool = True,
-                   train_steps: int = 20, scoring: dict | None = None) -> Path:
+                   train_steps: int = 20, scoring: dict | None = None, verdict_columns: bool = False) -> Path:
     """A run folder with `passes[step]` passes at each step and `size` items per offline category: a pass
     folder (request.json, outcomes.jsonl, manifest.json) per pass and bfcl_by_category.csv counted from the
     outcomes with the contract's `count_outcomes` and `count_unparsed_correct`. `unparsed_column=False` writes
-    the CSV as before contract 1.5, without the correct_unparsed column; `scoring` overrides fields of the
-    pass manifests (how the passes were scored: bfcl_eval_version, served_max_model_len, ...)."""
+    the CSV as before contract 1.5, without the correct_unparsed column; `verdict_columns=True` fills the
+    columns of contract 1.10 too (`count_verdicts`; else they are empty, as in a file of contract 1.5 to 1.9
+    read by today's reader); `scoring` overrides fields of the pass manifests (how the passes were scored:
+    bfcl_eval_version, served_max_model_len, ...)."""
     folder.mkdir(parents=True, exist_ok=True)
     ids = {c: item_ids(c, size) for c in OFFLINE_CATEGORIES}
     rows = []
@@ -139,8 +145,9 @@ def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size:
         for pass_index in range(1, count + 1):
             pass_dir = folder / "passes" / f"step_{step:04d}_pass_{pass_index}"
             pass_dir.mkdir(parents=True)
-            outcomes = [ItemOutcome(category=c, id=i, outcome=o, answer=a)
-                        for c in OFFLINE_CATEGORIES for i in ids[c] for o, a in [outcome(step, pass_index, c, i)]]
+            outcomes = [ItemOutcome(**dict(zip(("outcome", "answer", "bfcl_correct", "output_tokens"),
+                                               outcome(step, pass_index, c, i), strict=False)), category=c, id=i)
+                        for c in OFFLINE_CATEGORIES for i in ids[c]]
             write_outcomes(pass_dir / "outcomes.jsonl", outcomes)
             write_request(pass_dir / "request.json", PassRequest(
                 run=folder.name, step=step, pass_index=pass_index, served_model="m", registry_key="m",
@@ -154,8 +161,10 @@ def write_item_run(folder: Path, outcome: Outcome, passes: dict[int, int], size:
                 "served_max_model_len": 40960, "started_at": "2026-12-01T00:00:00Z", **(scoring or {})},
             ).model_dump_json())
             unparsed = count_unparsed_correct(outcomes)
+            verdicts = count_verdicts(outcomes)
             for category, (correct, total) in count_outcomes(outcomes, overlong_counted_wrong).items():
-                rows.append(BfclRow(step, pass_index, category, correct, total, unparsed[category]))
+                rows.append(BfclRow(step, pass_index, category, correct, total, unparsed[category],
+                                    **(verdicts[category] if verdict_columns else {})))
     if unparsed_column:
         append_bfcl_rows(folder / "bfcl_by_category.csv", rows)
     else:
@@ -221,18 +230,76 @@ def statsmodels_trend(x, y, maxlags: int) -> tuple[float, float, float, object]:
     return float(ols.params[1]), float(ols.tvalues[1]), float(hac.tvalues[1]), ols
 
 
-def independent_table(csv_path: Path, maxlags: int) -> dict[str, dict[str, float]]:
+NULL_RHOS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
+
+@functools.lru_cache(maxsize=8)
+def null_reference(steps: tuple[float, ...], replicates: int, seed: int, min_segment: int = 3):
+    """Per correlation, the |OLS t| and the sup-F of the change test's simulated null series, one series at a
+    time, from the draw order documented in toolcanary.analysis.verdicts.null_statistics: per correlation, the
+    first value of every replicate (none for the random walk), then per gap one shock for every replicate."""
+    x = np.asarray(steps)
+    gaps = np.diff(x) / np.median(np.diff(x))
+    design = np.column_stack([np.ones_like(x), x])
+    rng = np.random.default_rng(seed)
+    out = []
+    for rho in NULL_RHOS:
+        first = np.zeros(replicates) if rho == 1.0 else rng.standard_normal(replicates)
+        shocks = [rng.standard_normal(replicates) for _ in gaps]
+        ts, fs = [], []
+        for r in range(replicates):
+            y = [first[r]]
+            for gap, shock in zip(gaps, shocks, strict=True):
+                if rho == 1.0:
+                    y.append(y[-1] + math.sqrt(gap) * shock[r])
+                else:
+                    phi = rho ** gap
+                    y.append(phi * y[-1] + math.sqrt(1 - phi ** 2) * shock[r])
+            y = np.array(y)
+            coef, rss, *_ = np.linalg.lstsq(design, y, rcond=None)
+            ts.append(abs(coef[1]) / math.sqrt(rss[0] / (len(x) - 2) / np.sum((x - x.mean()) ** 2)))
+            if len(x) >= 2 * min_segment:
+                fs.append(reference_sup_f(y, min_segment))
+        out.append((ts, fs))
+    return tuple(out)
+
+
+def reference_sup_f(y: np.ndarray, min_segment: int = 3) -> float:
+    """F of the best two-level step against one level, breaks tried one by one."""
+    n = len(y)
+    step = min(np.var(y[:k]) * k + np.var(y[k:]) * (n - k) for k in range(min_segment, n - min_segment + 1))
+    return (np.var(y) * n - step) / (step / (n - 2))
+
+
+def reference_p_change(steps, values, t: float, replicates: int, seed: int = 0) -> float:
+    """The change test's p (nan under three checkpoints): per statistic the largest Monte Carlo p over the null family, (1 + #{null >= observed})
+    / (1 + R); then twice the smaller of the two, at most 1."""
+    if len(steps) < 3:
+        return math.nan
+    nulls = null_reference(tuple(float(s) for s in steps), replicates, seed)
+    p_t = max((1 + sum(v >= abs(t) for v in ts)) / (1 + replicates) for ts, _ in nulls)
+    if len(steps) < 6:  # too short for a break on each side: the trend alone is tested
+        return p_t
+    f = reference_sup_f(np.asarray(values, dtype=float))
+    p_f = max((1 + sum(v >= f for v in fs)) / (1 + replicates) for _, fs in nulls)
+    return min(1.0, 2 * min(p_t, p_f))
+
+
+def independent_table(csv_path: Path, maxlags: int, replicates: int = 4000) -> dict[str, dict[str, float]]:
+    """Every column of the headline table; `replicates` is the change test's --null-replicates."""
     aggregates = independent_aggregates(csv_path)
     by_step = aggregates.groupby(level="step")
     means, counts, sds = by_step.mean(), by_step.size(), by_step.std(ddof=1)
     table = {}
     for name in aggregates.columns:
         y = means[name]
-        slope, t, t_hac, _ = statsmodels_trend(y.index.to_numpy(), y.to_numpy(), maxlags)
+        slope, t, t_hac, ols = statsmodels_trend(y.index.to_numpy(), y.to_numpy(), maxlags)
         row = {
             "step0": y.iloc[0], "step_last": y.iloc[-1], "delta_pp": y.iloc[-1] - y.iloc[0],
             "rel_delta_pct": 100 * (y.iloc[-1] - y.iloc[0]) / y.iloc[0],
             "slope_pp_per_10": 10 * slope, "t": t, "t_hac": t_hac,
+            "rho": float(np.sum(ols.resid[1:] * ols.resid[:-1]) / np.sum(ols.resid ** 2)),
+            "p_change": reference_p_change(y.index.to_numpy(), y.to_numpy(), t, replicates),
         }
         row.update({f"sd_step{s}": sds[name][s] for s in counts.index if counts[s] >= 2})
         table[name] = row
@@ -245,4 +312,4 @@ def independent():
     import types
 
     return types.SimpleNamespace(aggregates=independent_aggregates, table=independent_table,
-                                 trend=statsmodels_trend, run_cli=run_cli)
+                                 trend=statsmodels_trend, run_cli=run_cli, p_change=reference_p_change)

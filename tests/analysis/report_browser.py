@@ -8,7 +8,8 @@ blocked, so a page that needs anything from outside shows it as a failed request
     python3 tests/analysis/report_browser.py --install     # only find or install Chromium; prints its path
 
 prints JSON: the console errors and page errors, requests that left the file, the ids of the sections, the
-headline table (aggregate -> shown cells and full-precision values) and the status line's steps.
+headline table (aggregate -> shown cells and full-precision values), the status line's steps and the truncated
+and overlong items per step (step -> {group.column: shown count}).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def chromium() -> str:
 
 READ_PAGE = """() => ({
   sections: [...document.querySelectorAll('main > section')].map(s => s.id),
-  headline: Object.fromEntries([...document.querySelectorAll('#headline tbody tr')].map(tr => [
+  headline: Object.fromEntries([...document.querySelectorAll('#headline tbody tr[data-aggregate]')].map(tr => [
     tr.dataset.aggregate,
     [...tr.querySelectorAll('td[data-value]')].map(td => [td.textContent.trim(), td.dataset.value])])),
   headers: [...document.querySelectorAll('#headline thead th')].map(th => th.textContent.trim()),
@@ -51,6 +52,8 @@ READ_PAGE = """() => ({
   images: [...document.querySelectorAll('img')].map(i => [i.alt, i.naturalWidth]),
   categories: [...document.querySelectorAll('#categories tbody tr')].map(tr =>
     [tr.dataset.category, [...tr.querySelectorAll('td')].slice(1).map(td => td.textContent.trim())]),
+  overrides: [...document.querySelectorAll('#overrides tbody tr')].map(tr => [Number(tr.dataset.step),
+    Object.fromEntries([...tr.querySelectorAll('td[data-column]')].map(td => [td.dataset.column, td.textContent.trim()]))]),
   text: document.body.innerText,
 })"""
 

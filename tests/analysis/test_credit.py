@@ -94,8 +94,8 @@ def test_the_findings_split_the_change_into_the_credit_and_the_rest(item_run, ca
     assert found["explained_pp"] == pytest.approx(100 * (4 + 2 / 3) / 24, rel=1e-12)
     assert main(["--data", str(folder), "--table"]) == 0
     prose = capsys.readouterr().out
-    assert (f"Abstention required: {change_with:+.2f} pp as BFCL scores it, {change_without:+.2f} pp without its "
-            f"credit for unparsed call markup; the credit hides {change_with - change_without:.2f} pp of it (the "
+    assert (f"Abstention required: {change_with:+.2f} pp with BFCL's credit for unparsed call markup, "
+            f"{change_without:+.2f} pp without it; the credit hides {change_with - change_without:.2f} pp of it (the "
             f"change without the credit is {100 * (change_without / change_with - 1):.1f}% larger).") in prose
     # The planted credit masks part of a loss: BFCL's change and the credit's part have opposite signs.
     assert change_with < 0 < change_with - change_without
@@ -110,7 +110,7 @@ def test_a_csv_from_before_the_column_reads_not_measured(item_run, capsys):
     assert found["measured"] is False
     assert found["not_measured"] == "bfcl_by_category.csv has no correct_unparsed column (written before contract 1.5)"
     assert found["without_credit"] is None and found["explained_pp"] is None and found["explained_share"] is None
-    assert ("without BFCL's credit for unparsed call markup: not measured (bfcl_by_category.csv has no "
+    assert ("with BFCL's credit for unparsed call markup; without it: not measured (bfcl_by_category.csv has no "
             "correct_unparsed column") in out
     assert ROW not in (folder / "tables" / "headline.md").read_text()
 
@@ -151,5 +151,5 @@ def test_a_gain_that_is_all_credit_is_explained_in_full(item_run, capsys):
     folder = item_run(credited, PASSES, size=SIZE)
     assert main(["--data", str(folder), "--table"]) == 0
     gain = 100 * 2 / 12
-    assert (f"Abstention required: {gain:+.2f} pp as BFCL scores it, +0.00 pp without its credit for unparsed call "
-            f"markup; the credit explains {gain:+.2f} pp (100.0% of BFCL's change).") in capsys.readouterr().out
+    assert (f"Abstention required: {gain:+.2f} pp with BFCL's credit for unparsed call markup, +0.00 pp without "
+            f"it; the credit explains {gain:+.2f} pp (100.0% of the change with it).") in capsys.readouterr().out

@@ -77,7 +77,7 @@ def no_title_reads_nan(flat_run):
     for name, fig in flat_run.items():
         for ax in panels(fig):
             assert "nan" not in ax.get_title().lower(), (name, ax.get_title())
-    assert "t = n/a (HAC n/a)" in panels(flat_run["f2"])[0].get_title()
+    assert "p change n/a (t n/a, descriptive)" in panels(flat_run["f2"])[0].get_title()
 
 
 def flat_aggregates_get_a_fixed_range_and_a_note(flat_run):
@@ -153,3 +153,24 @@ def test_an_all_nan_series_says_not_measured():
         assert ax.yaxis.get_offset_text().get_text() == ""
     finally:
         plt.close(fig)
+
+
+def test_step_axes_read_in_checkpoint_steps(golden):
+    """A two-step run's step axes show its two steps, never ticks at 0.25, 0.5, ...; a long run whole numbers."""
+    built = figures(golden(steps=(0, 2), repeats={0: 2, 2: 2}, train_steps=2))
+    try:
+        for name in ("f2", "f4"):
+            for ax in panels(built[name]):
+                assert list(ax.get_xticks()) == [0, 2], (name, ax.get_title())
+                assert [t.get_text() for t in ax.get_xticklabels()] in (["0", "2"], []), name  # [] where hidden
+        assert [t.get_text() for t in built["f1"].axes[-1].get_xticklabels()] == ["1", "2"]
+    finally:
+        for fig in built.values():
+            plt.close(fig)
+    built = figures(golden("long"))
+    try:
+        ticks = built["f1"].axes[-1].get_xticks()
+        assert np.allclose(ticks, np.round(ticks)), ticks
+    finally:
+        for fig in built.values():
+            plt.close(fig)

@@ -31,10 +31,11 @@ def pooled_by_step(csv_path, names: list[str]) -> pd.Series:
     return (100 * frame.correct / frame.total).groupby(level="step").mean()
 
 
-def test_declines_ratio_items_and_splits(golden, capsys):
+def test_declines_ratio_items_and_splits(golden, independent, capsys):
     folder = golden(trend={"live_irrelevance": -0.02, "irrelevance": -0.01, "live_multiple": -0.004,
                            "multiple": 0.003})
-    found = findings(capsys, folder)["bfcl"]["declines"]
+    found = findings(capsys, folder, "--null-replicates", "300")["bfcl"]["declines"]
+    assert {s["verdict"] for s in found.values()} >= {"abstention_only"}
     csv_path = folder / "bfcl_by_category.csv"
     splits = {
         "overall": (["irrelevance", "live_irrelevance"], NON_LIVE_AST + LIVE_AST, 1124, 2501),
@@ -52,11 +53,25 @@ def test_declines_ratio_items_and_splits(golden, capsys):
         assert got["tool_call"]["items_lost"] == pytest.approx(-delta_b * items_b / 100, rel=1e-9)
         assert got["ratio"] == pytest.approx(delta_a / delta_b, rel=1e-9)
         assert got["same_sign"] == (np.sign(delta_a) == np.sign(delta_b))
+        changes = []
+        for side, series in (("abstention", a), ("tool_call", b)):
+            p = independent.p_change(series.index.to_numpy(), series.to_numpy(),
+                                     independent.trend(series.index, series, 2)[1], 300)
+            assert got[side]["p_change"] == pytest.approx(p, rel=1e-12)
+            changes.append(p <= 0.05)
+        # a ratio or a sign is claimed only when both groups change beyond a trend-free wander
+        want = ("rate" if got["same_sign"] else "sign") if all(changes) else (
+            "abstention_only" if changes[0] else "tool_call_only" if changes[1] else "neither")
+        assert got["verdict"] == want
     # Live's tool-call side is the Live aggregate itself; Non-Live's is pooled, not BFCL's mean of means
     assert found["non_live"]["tool_call"]["categories"] == NON_LIVE_AST
 
 
-def test_endpoints_against_repeat_sds(golden, independent, capsys):
+def test_endpoints_against_the_pooled_repeat_noise(golden, independent, capsys):
+    """First against last checkpoint with the repeat variance pooled over every repeated step, as a t test on the
+    pass values whose variance pools the three steps (scipy's OLS with step dummies gives the same)."""
+    from scipy import stats
+
     folder = golden(noise_pp=1.0)
     found = findings(capsys, folder)["bfcl"]["endpoints"]
     aggregates = independent.aggregates(folder / "bfcl_by_category.csv")
@@ -64,12 +79,24 @@ def test_endpoints_against_repeat_sds(golden, independent, capsys):
         per_pass = aggregates[name]
         means, sds = per_pass.groupby(level="step").mean(), per_pass.groupby(level="step").std(ddof=1)
         delta = means.iloc[-1] - means.iloc[0]
+        repeated = [per_pass.xs(s, level="step").to_numpy() for s in (0, 150, 200)]
+        pooled = np.sqrt(sum(((v - v.mean()) ** 2).sum() for v in repeated) / 6)
+        t = delta / (pooled * np.sqrt(1 / 3 + 1 / 3))
         got = found[name]
         assert got["delta_pp"] == pytest.approx(delta, rel=1e-9)
-        for step in (0, 150, 200):
-            assert got["repeat_sd"][str(step)] == pytest.approx(sds[step], rel=1e-9)
-            assert got["delta_over_sd"][str(step)] == pytest.approx(delta / sds[step], rel=1e-9)
-        assert got["z_first_vs_last"] == pytest.approx(delta / np.sqrt(sds[0] ** 2 / 3 + sds[200] ** 2 / 3), rel=1e-9)
+        assert {int(s): v for s, v in got["repeat_sd"].items()} == pytest.approx({s: sds[s] for s in (0, 150, 200)})
+        assert (got["pooled_sd"], got["df"]) == (pytest.approx(pooled, rel=1e-12), 6)
+        assert got["t"] == pytest.approx(t, rel=1e-9)
+        assert got["p"] == pytest.approx(2 * stats.t.sf(abs(t), 6), rel=1e-9)
+        assert got["beyond_repeat_noise"] == (got["p"] <= 0.05)
+
+
+def test_a_run_without_repeats_says_once_why_there_is_no_noise_floor(golden, capsys):
+    folder = golden(repeats={})
+    assert main(["--data", str(folder), "--table"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("No step was scored more than once") == 1
+    assert "n/a s.d." not in out and "repeat noise (" not in out
 
 
 def test_residual_autocorrelation_matches_statsmodels_acf(golden, independent, capsys):
@@ -94,6 +121,8 @@ def test_a_step_change_is_found_and_not_called_a_trend(golden, independent, caps
     folder = golden(trend={}, shift={"live_irrelevance": (80, -6.0), "irrelevance": (80, -6.0)}, noise_pp=0.3)
     found = findings(capsys, folder)["bfcl"]
     shift = found["level_shift"]["Abstention required"]
+    assert found["changes"]["Abstention required"]["verdict"] == "level shift"
+    assert found["changes"]["Abstention required"]["p_shift"] < found["changes"]["Abstention required"]["p_trend"]
     means = independent.aggregates(folder / "bfcl_by_category.csv").groupby(level="step").mean()
     y, steps = means["Abstention required"].to_numpy(), means.index.to_numpy()
     k = brute_force_breakpoint(y)
@@ -110,12 +139,15 @@ def test_a_step_change_is_found_and_not_called_a_trend(golden, independent, caps
     assert found["endpoints"]["Abstention required"]["delta_pp"] < -4
     assert main(["--data", str(folder), "--table"]) == 0
     prose = capsys.readouterr().out
-    assert "Abstention required" in prose and "a level shift, not a trend" in prose
+    assert ("a level shift (p change <0.001" in prose
+            and "The step fits better than a line (BIC): best breakpoint after step 70" in prose)
 
 
 def test_a_steady_trend_is_not_called_a_step(golden, capsys):
     folder = golden(trend={"live_irrelevance": -0.03, "irrelevance": -0.03}, shift={}, noise_pp=0.2)
-    shift = findings(capsys, folder)["bfcl"]["level_shift"]["Abstention required"]
+    found = findings(capsys, folder)["bfcl"]
+    shift = found["level_shift"]["Abstention required"]
+    assert found["changes"]["Abstention required"]["verdict"] == "trend"
     assert shift["prefers_shift"] is False
     assert shift["bic_line"] < shift["bic_shift"]
 

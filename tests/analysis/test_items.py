@@ -1,6 +1,9 @@
 """The paired comparison of two checkpoints (--items) on run folders written item by item with planted gains
-and losses: counts against the planted ones, McNemar against statsmodels and scipy, the bootstrap interval
-against a reference written here from the documented draw order, and the refusals.
+and losses: counts against the planted ones, the change against the table's, the permutation test and the
+bootstrap interval against references written here from their documented draw orders, McNemar against
+statsmodels and scipy where it is reported, and the refusals. Simulated runs without a change check that the
+permutation test rejects at its level whatever the two pass counts, where McNemar on majority-folded outcomes
+does not; simulated runs with one check that it is found.
 
     .venvs/analysis/bin/python -m pytest tests/analysis/test_items.py -q
 """
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -18,7 +22,14 @@ from scipy.stats import binomtest
 from statsmodels.stats.contingency_tables import mcnemar
 
 from toolcanary.analysis.__main__ import main
-from toolcanary.analysis.items import mcnemar_exact
+from toolcanary.analysis.items import (
+    PairedCategory,
+    mcnemar_exact,
+    observed_changes,
+    permutation_changes,
+    permutation_p,
+    tally,
+)
 
 ABSTENTION = ["irrelevance", "live_irrelevance"]
 AST = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
@@ -29,6 +40,7 @@ ORDER = ["simple_python", "simple_java", "simple_javascript", "multiple", "paral
          "live_irrelevance", "live_relevance", *MULTI_TURN]
 GROUPS = {"Abstention required": ABSTENTION, "Tool call required": AST, "Non-Live": AST[:6], "Live": AST[6:],
           "Multi-Turn": MULTI_TURN}
+TIE_PP = 1e-9  # the documented tolerance of "as large as the observed change"
 
 # Planted at step 200 against step 0 (3 passes each). Items whose number is a multiple of 3 start wrong.
 LOST = {("irrelevance", "irrelevance_1"), ("irrelevance", "irrelevance_2"),
@@ -38,11 +50,15 @@ LOST = {("irrelevance", "irrelevance_1"), ("irrelevance", "irrelevance_2"),
 GAINED = {("irrelevance", "irrelevance_3"), ("live_irrelevance", "live_irrelevance_6"),
           ("parallel", "parallel_0"), ("live_multiple", "live_multiple_9"),
           ("multi_turn_miss_func", "multi_turn_miss_func_3"),
-          ("irrelevance", "irrelevance_4")}  # correct in 1 of 3 passes at step 0: folded wrong, then correct
+          ("irrelevance", "irrelevance_4")}  # correct in 1 of 3 passes at step 0, then in all
 # (step, category, id) -> the passes it is correct in, overriding the rest.
 PARTIAL = {(0, "irrelevance", "irrelevance_4"): {1},
-           (200, "live_irrelevance", "live_irrelevance_8"): {1, 2},   # 2 of 3: still correct, unchanged
-           (200, "live_simple", "live_simple_0"): {3}}                # starts wrong, 1 of 3: still wrong
+           (200, "live_irrelevance", "live_irrelevance_8"): {1, 2},   # 3 of 3, then 2 of 3
+           (200, "live_simple", "live_simple_0"): {3}}                # 0 of 3, then 1 of 3
+# An item moves when its share of passes correct does, so the two partial items at step 200 move too, where a
+# majority fold would have kept them: one lost, one gained.
+MOVED_LOST = LOST | {("live_irrelevance", "live_irrelevance_8")}
+MOVED_GAINED = GAINED | {("live_simple", "live_simple_0")}
 
 
 def planted(step: int, pass_index: int, category: str, item: str) -> tuple[str, str | None]:
@@ -97,64 +113,151 @@ def independent_aggregates(correct: dict[str, float], total: dict[str, int]) -> 
             "Live": pooled(AST[6:]), "Multi-Turn": sum(acc(n) for n in MULTI_TURN) / 4}
 
 
+def share(passes: list[bool]) -> float:
+    return sum(passes) / len(passes)
+
+
+def changes_from_shares(shares_a: dict[str, float], shares_b: dict[str, float],
+                        total: dict[str, int]) -> dict[str, float]:
+    """B − A in pp per category and per group, from Σ over items of the share of passes correct."""
+    found = {c: 100 * (shares_b[c] - shares_a[c]) / total[c] for c in ORDER}
+    before, after = independent_aggregates(shares_a, total), independent_aggregates(shares_b, total)
+    found.update({name: after[name] - before[name] for name in GROUPS})
+    return found
+
+
 def reference_bootstrap(folder: Path, step_a: int, step_b: int, replicates: int, seed: int,
                         level: float) -> dict[str, tuple[float, float]]:
-    """docs/analysis.md's draw order, written again from the text: per replicate, per category in BFCL's
-    category order, the item rows, then the passes at A, then the passes at B."""
+    """docs/analysis.md's draw order, written again from the text: per category in BFCL's category order, the
+    item rows of every replicate in one call; each drawn item counts with its share of passes correct."""
     at_a, at_b = read_passes(folder, step_a), read_passes(folder, step_b)
-    matrices = {}
+    rng = np.random.default_rng(seed)
+    shares: dict[str, tuple[list[float], list[float]]] = {}
+    total = {}
     for category in ORDER:
         ids = sorted(at_a[category])
-        matrices[category] = (np.array([at_a[category][i] for i in ids]), np.array([at_b[category][i] for i in ids]))
-    rng = np.random.default_rng(seed)
+        n = total[category] = len(ids)
+        rows = rng.integers(0, n, size=(replicates, n))
+        shares[category] = ([sum(share(at_a[category][ids[i]]) for i in rows[r]) for r in range(replicates)],
+                            [sum(share(at_b[category][ids[i]]) for i in rows[r]) for r in range(replicates)])
     draws: dict[str, list[float]] = {}
-    for _ in range(replicates):
-        correct_a, correct_b, total = {}, {}, {}
-        for category in ORDER:
-            a, b = matrices[category]
-            n = len(a)
-            rows = rng.integers(0, n, size=n)
-            pass_a = rng.integers(0, a.shape[1], size=n)
-            pass_b = rng.integers(0, b.shape[1], size=n)
-            correct_a[category] = sum(bool(a[rows[i], pass_a[i]]) for i in range(n))
-            correct_b[category] = sum(bool(b[rows[i], pass_b[i]]) for i in range(n))
-            total[category] = n
-        for category in ORDER:
-            draws.setdefault(category, []).append(100 * (correct_b[category] - correct_a[category]) / total[category])
-        before, after = independent_aggregates(correct_a, total), independent_aggregates(correct_b, total)
-        for name in GROUPS:
-            draws.setdefault(name, []).append(after[name] - before[name])
+    for r in range(replicates):
+        found = changes_from_shares({c: s[0][r] for c, s in shares.items()}, {c: s[1][r] for c, s in shares.items()},
+                                    total)
+        for name, value in found.items():
+            draws.setdefault(name, []).append(value)
     tail = (1 - level) / 2
     return {name: (float(np.quantile(v, tail)), float(np.quantile(v, 1 - tail))) for name, v in draws.items()}
 
 
-def test_gained_and_lost_items_are_the_planted_ones(item_run, capsys):
+def reference_permutation(folder: Path, step_a: int, step_b: int, permutations: int,
+                          seed: int) -> dict[str, tuple[float, float]]:
+    """name -> (change, p) of the permutation test, from docs/analysis.md's draw order written again here: per
+    category in BFCL's category order, one hypergeometric draw per permutation and item correct in some but
+    not all of its passes, for how many of its correct passes are dealt to A."""
+    at_a, at_b = read_passes(folder, step_a), read_passes(folder, step_b)
+    rng = np.random.default_rng(seed)
+    observed_a, observed_b, total = {}, {}, {}
+    dealt: dict[str, tuple[list[float], list[float]]] = {}
+    for category in ORDER:
+        ids = sorted(at_a[category])
+        total[category] = len(ids)
+        k_a, k_b = len(at_a[category][ids[0]]), len(at_b[category][ids[0]])
+        observed_a[category] = sum(share(at_a[category][i]) for i in ids)
+        observed_b[category] = sum(share(at_b[category][i]) for i in ids)
+        together = [sum(at_a[category][i]) + sum(at_b[category][i]) for i in ids]
+        mixed = np.array([s for s in together if 0 < s < k_a + k_b], dtype=np.int64)
+        to_a = rng.hypergeometric(mixed, k_a + k_b - mixed, k_a, size=(permutations, len(mixed)))
+        always = sum(s == k_a + k_b for s in together)
+        correct_a = [k_a * always + int(sum(to_a[r])) for r in range(permutations)]
+        dealt[category] = ([c / k_a for c in correct_a], [(sum(together) - c) / k_b for c in correct_a])
+    observed = changes_from_shares(observed_a, observed_b, total)
+    draws: dict[str, list[float]] = {name: [] for name in observed}
+    for r in range(permutations):
+        found = changes_from_shares({c: d[0][r] for c, d in dealt.items()}, {c: d[1][r] for c, d in dealt.items()},
+                                    total)
+        for name, value in found.items():
+            draws[name].append(value)
+    return {name: (observed[name], (1 + sum(abs(t) >= abs(observed[name]) - TIE_PP for t in draws[name]))
+                   / (1 + permutations)) for name in observed}
+
+
+def expected_moves(folder: Path, step_a: int, step_b: int, categories: list[str]) -> dict[str, int]:
+    """The counts by share of passes correct, from the pass files read here."""
+    at_a, at_b = read_passes(folder, step_a), read_passes(folder, step_b)
+    counts = dict.fromkeys(("gained", "lost", "unchanged_correct", "unchanged_wrong", "unchanged_partial"), 0)
+    for category in categories:
+        for item, a in at_a[category].items():
+            b = at_b[category][item]
+            if share(b) != share(a):
+                counts["gained" if share(b) > share(a) else "lost"] += 1
+            elif all(a) and all(b):
+                counts["unchanged_correct"] += 1
+            elif not any(a) and not any(b):
+                counts["unchanged_wrong"] += 1
+            else:
+                counts["unchanged_partial"] += 1
+    return counts
+
+
+def test_gained_and_lost_items_are_those_whose_share_moved(item_run, capsys):
     folder = item_run(planted, PASSES)
     found = items_json(capsys, folder)
     assert found["steps"] == [0, 200] and found["passes"] == {"a": [1, 2, 3], "b": [1, 2, 3]}
     for category, entry in found["categories"].items():
-        assert entry["lost"] == sum(c == category for c, _ in LOST), category
-        assert entry["gained"] == sum(c == category for c, _ in GAINED), category
+        assert entry["lost"] == sum(c == category for c, _ in MOVED_LOST), category
+        assert entry["gained"] == sum(c == category for c, _ in MOVED_GAINED), category
         assert entry["items"] == 12
         assert entry["net"] == entry["gained"] - entry["lost"]
+        assert {k: entry[k] for k in expected_moves(folder, 0, 200, [category])} == expected_moves(
+            folder, 0, 200, [category])
     for name, categories in GROUPS.items():
         entry = found["aggregates"][name]
-        assert entry["lost"] == sum(c in categories for c, _ in LOST)
-        assert entry["gained"] == sum(c in categories for c, _ in GAINED)
+        assert entry["lost"] == sum(c in categories for c, _ in MOVED_LOST)
+        assert entry["gained"] == sum(c in categories for c, _ in MOVED_GAINED)
         assert entry["items"] == 12 * len(categories)
-        # the rest is unchanged, correct or wrong as the base pattern (plus the partial items) says
+        # the rest is unchanged, correct or wrong as the base pattern says
         base_correct = sum(int(i) % 3 != 0 for i in range(12)) * len(categories)
         assert entry["unchanged_correct"] == base_correct - entry["lost"] - sum(
-            c in categories for c, i in GAINED if int(i.rsplit("_", 1)[1]) % 3 != 0)
+            c in categories for c, i in MOVED_GAINED if int(i.rsplit("_", 1)[1]) % 3 != 0)
+        assert entry["unchanged_partial"] == 0
     assert found["left_out"] == {}
     written = list(csv.DictReader((folder / "tables" / "items_step0_step200.csv").open()))
     assert {(r["category"], r["id"], r["change"]) for r in written} == (
-        {(c, i, "lost") for c, i in LOST} | {(c, i, "gained") for c, i in GAINED})
+        {(c, i, "lost") for c, i in MOVED_LOST} | {(c, i, "gained") for c, i in MOVED_GAINED})
     partial = next(r for r in written if r["id"] == "irrelevance_4")
     assert (float(partial["share_correct_a"]), float(partial["share_correct_b"])) == (1 / 3, 1.0)
     assert (partial["answers_a"], partial["answers_b"]) == ("calls|text", "text")
+    less = next(r for r in written if r["id"] == "live_irrelevance_8")
+    assert (less["change"], float(less["share_correct_a"]), float(less["share_correct_b"])) == ("lost", 1.0, 2 / 3)
     assert list(written[0]) == ["category", "id", "change", "share_correct_a", "share_correct_b", "answers_a",
                                 "answers_b"]
+
+
+def test_shares_are_compared_not_majorities(item_run, capsys):
+    def outcome(step, pass_index, category, item):
+        correct = int(item.rsplit("_", 1)[1]) % 3 != 0
+        if (category, item) == ("live_irrelevance", "live_irrelevance_1") and step == 200:
+            correct = pass_index == 1          # 2 of 2 at A, 1 of 2 at B: lost
+        if (category, item) == ("multiple", "multiple_3"):
+            correct = step == 200 or pass_index == 2   # 1 of 2 at A, 2 of 2 at B: gained
+        if (category, item) == ("parallel", "parallel_4"):
+            correct = pass_index == 1          # 1 of 2 at both: unchanged, partly
+        return ("correct" if correct else "wrong", "calls")
+
+    found = items_json(capsys, item_run(outcome, {0: 2, 200: 2}))
+    assert (found["categories"]["live_irrelevance"]["lost"], found["categories"]["multiple"]["gained"]) == (1, 1)
+    assert sum(e["lost"] + e["gained"] for e in found["categories"].values()) == 2
+    assert found["categories"]["parallel"]["unchanged_partial"] == 1
+    assert found["aggregates"]["Non-Live"]["unchanged_partial"] == 1
+
+
+def test_equal_shares_over_different_pass_counts_are_unchanged():
+    a = np.array([[True, False, False], [True, True, True], [False, False, False]])
+    b = np.array([[True, True, False, False, False, False], [True, True, True, True, True, False],
+                  [False] * 6])
+    counted = tally(PairedCategory("multiple", ("x", "y", "z"), a, b, (), (), 0))
+    assert (counted.gained, counted.lost, counted.unchanged_partial, counted.unchanged_wrong) == (0, 1, 1, 1)
 
 
 @pytest.mark.parametrize("lost, gained", [(0, 0), (0, 5), (7, 7), (3, 11), (30, 10), (500, 430), (1, 0)])
@@ -167,24 +270,38 @@ def test_mcnemar_exact_matches_statsmodels_and_scipy(lost, gained):
         assert p == 1.0
 
 
-def test_the_findings_mcnemar_p_is_that_of_the_items_table(item_run, capsys):
-    found = items_json(capsys, item_run(planted, PASSES))
+def test_mcnemar_is_reported_only_with_equal_pass_counts(item_run, capsys):
+    folder = item_run(planted, PASSES)
+    found = items_json(capsys, folder)
     for entry in [*found["aggregates"].values(), *found["categories"].values()]:
         table = [[entry["unchanged_correct"], entry["lost"]], [entry["gained"], entry["unchanged_wrong"]]]
         assert entry["mcnemar_p"] == pytest.approx(mcnemar(table, exact=True).pvalue, rel=1e-12)
+    # one pass against three: an item is gained and lost at different rates without a change
+    unequal = items_json(capsys, folder, "--steps", "100", "200")
+    assert all(e["mcnemar_p"] is None for e in [*unequal["aggregates"].values(), *unequal["categories"].values()])
+    code, out, err = run_main(capsys, "--data", str(folder), "--items", "--bootstrap-replicates", "50")
+    assert code == 0, err
+    assert "McNemar" not in out
 
 
-def test_bootstrap_interval_matches_a_reference_from_the_documented_draw_order(item_run, capsys):
+def test_the_test_and_the_interval_match_references_from_the_documented_draw_orders(item_run, capsys):
     folder = item_run(planted, PASSES)
     found = items_json(capsys, folder, "--bootstrap-seed", "11", "--interval-level", "0.9")
-    reference = reference_bootstrap(folder, 0, 200, replicates=300, seed=11, level=0.9)
+    interval = reference_bootstrap(folder, 0, 200, replicates=300, seed=11, level=0.9)
+    test = reference_permutation(folder, 0, 200, permutations=300, seed=11)
     assert found["bootstrap"] == {"replicates": 300, "seed": 11, "level": 0.9, "interval": "percentile"}
+    assert {k: found["permutation"][k] for k in ("permutations", "seed", "sided")} == {
+        "permutations": 300, "seed": 11, "sided": "two"}
     for name, entry in [*found["aggregates"].items(), *found["categories"].items()]:
-        assert entry["interval_pp"] == pytest.approx(list(reference[name]), rel=1e-12, abs=1e-12), name
+        assert entry["interval_pp"] == pytest.approx(list(interval[name]), rel=1e-12, abs=1e-9), name
+        assert entry["delta_pp"] == pytest.approx(test[name][0], rel=1e-12, abs=1e-12), name
+        assert entry["permutation_p"] == test[name][1], name
     again = items_json(capsys, folder, "--bootstrap-seed", "11", "--interval-level", "0.9")
     assert again == found
     other = items_json(capsys, folder, "--bootstrap-seed", "12", "--interval-level", "0.9")
     assert other["aggregates"]["Live"]["interval_pp"] != found["aggregates"]["Live"]["interval_pp"]
+    assert [e["permutation_p"] for e in other["categories"].values()] != [
+        e["permutation_p"] for e in found["categories"].values()]
 
 
 def test_the_change_is_the_tables_when_every_item_is_paired(item_run, independent, capsys):
@@ -195,20 +312,116 @@ def test_the_change_is_the_tables_when_every_item_is_paired(item_run, independen
         assert found["aggregates"][name]["delta_pp"] == pytest.approx(means[name][200] - means[name][0], rel=1e-12)
 
 
-def test_a_tie_between_two_passes_counts_as_not_correct(item_run, capsys):
+def test_the_change_and_its_test_follow_non_live_as_the_table_builds_it(item_run, independent, capsys):
+    # Three simple_python items lost, two parallel items gained, over 3 passes then 2. Pooled, more items are
+    # lost than gained; in the table's Non-Live, a mean of Simple (itself a mean of the three simple_*) and
+    # three categories, each simple_python item weighs a third of a parallel one: a gain of 100·2/12/4 −
+    # 100·3/12/12 = +2.08 pp.
     def outcome(step, pass_index, category, item):
-        correct = int(item.rsplit("_", 1)[1]) % 3 != 0
-        if (category, item) == ("live_irrelevance", "live_irrelevance_1") and step == 200:
-            correct = pass_index == 1          # 1 of 2 at B, 2 of 2 at A: lost
-        if (category, item) == ("multiple", "multiple_3") and step == 0:
-            correct = pass_index == 2          # 1 of 2 at A: wrong, then 2 of 2 at B (base is wrong: stays)
-        if (category, item) == ("multiple", "multiple_3") and step == 200:
+        number = int(item.rsplit("_", 1)[1])
+        correct = number % 3 != 0
+        if step == 200 and category == "simple_python" and number in (1, 2, 4):
+            correct = False
+        if step == 200 and category == "parallel" and number in (0, 3):
             correct = True
         return ("correct" if correct else "wrong", "calls")
 
-    found = items_json(capsys, item_run(outcome, {0: 2, 200: 2}))
-    assert (found["categories"]["live_irrelevance"]["lost"], found["categories"]["multiple"]["gained"]) == (1, 1)
-    assert sum(e["lost"] + e["gained"] for e in found["categories"].values()) == 2
+    folder = item_run(outcome, {0: 3, 200: 2})
+    means = independent.aggregates(folder / "bfcl_by_category.csv").groupby(level="step").mean()
+    table = means["Non-Live"][200] - means["Non-Live"][0]
+    assert table == pytest.approx(100 * 2 / 12 / 4 - 100 * 3 / 12 / 12, rel=1e-12)
+    found = items_json(capsys, folder)
+    entry = found["aggregates"]["Non-Live"]
+    assert (entry["lost"], entry["gained"], entry["net"]) == (3, 2, -1)  # descriptive, pooled
+    assert entry["delta_pp"] == pytest.approx(table, rel=1e-12)
+    # the statistic the permutation test ranks is that change, computed from the items read here
+    at_a, at_b = read_passes(folder, 0), read_passes(folder, 200)
+    paired = [PairedCategory(c, tuple(sorted(at_a[c])), np.array([at_a[c][i] for i in sorted(at_a[c])]),
+                             np.array([at_b[c][i] for i in sorted(at_a[c])]), (), (), 0) for c in ORDER]
+    statistic = observed_changes(paired)["Non-Live"]
+    assert statistic == pytest.approx(table, rel=1e-12) and statistic > 0
+    dealt = permutation_changes(paired, 300, 0)["Non-Live"]
+    assert permutation_p(statistic, dealt) == entry["permutation_p"]
+    code, out, err = run_main(capsys, "--data", str(folder), "--items", "--bootstrap-replicates", "300")
+    assert code == 0, err
+    assert f"; Non-Live +2.08 pp (permutation p={entry['permutation_p']:.2g}, 95% bootstrap interval" in out
+
+
+# --- the permutation test's level and power, on simulated runs (module functions, no files) ---
+# Non-Live's six categories at unequal sizes, so that its mean of category means weighs items unequally.
+NON_LIVE_SIZES = {"simple_python": 90, "simple_java": 30, "simple_javascript": 20, "multiple": 60,
+                  "parallel": 50, "parallel_multiple": 40}
+RUNS, PERMUTATIONS, LEVEL = 300, 199, 0.05
+ALLOWED = LEVEL + 3 * math.sqrt(LEVEL * (1 - LEVEL) / RUNS)  # 0.088: the level plus three simulation errors
+
+
+def simulated(rng: np.random.Generator, passes_a: int, passes_b: int, shift: float = 0.0) -> list[PairedCategory]:
+    """Non-Live's categories, each item with its own chance of a correct pass spread uniformly over 0..1 and
+    independent passes; at B every chance moved by `shift`."""
+    paired = []
+    for category, n in NON_LIVE_SIZES.items():
+        chance = rng.random(n)
+        a = rng.random((n, passes_a)) < chance[:, None]
+        b = rng.random((n, passes_b)) < np.clip(chance + shift, 0, 1)[:, None]
+        paired.append(PairedCategory(category, tuple(f"{category}_{i}" for i in range(n)), a, b, (), (), 0))
+    return paired
+
+
+def folded_mcnemar(paired: list[PairedCategory], category: str | None = None) -> float:
+    """The rule of the item comparison before the permutation test: each item folded to correct when correct
+    in more than half of a step's passes (a tie not correct), McNemar on the pooled items."""
+    chosen = [p for p in paired if category in (None, p.category)]
+    at_a = np.concatenate([2 * p.a.sum(axis=1) > p.a.shape[1] for p in chosen])
+    at_b = np.concatenate([2 * p.b.sum(axis=1) > p.b.shape[1] for p in chosen])
+    return mcnemar_exact(int((at_a & ~at_b).sum()), int((~at_a & at_b).sum()))
+
+
+def rejections(passes_a: int, passes_b: int, runs: int, shift: float, seed: int) -> dict[str, float]:
+    """The share of simulated runs in which each test rejects at LEVEL, and in which the change was negative."""
+    rng = np.random.default_rng(seed)
+    rejected = dict.fromkeys(("Non-Live", "simple_python", "folded Non-Live", "folded simple_python",
+                              "negative"), 0)
+    for run in range(runs):
+        paired = simulated(rng, passes_a, passes_b, shift)
+        observed, dealt = observed_changes(paired), permutation_changes(paired, PERMUTATIONS, seed=run)
+        for name in ("Non-Live", "simple_python"):
+            rejected[name] += permutation_p(observed[name], dealt[name]) <= LEVEL
+        rejected["folded Non-Live"] += folded_mcnemar(paired) <= LEVEL
+        rejected["folded simple_python"] += folded_mcnemar(paired, "simple_python") <= LEVEL
+        rejected["negative"] += observed["Non-Live"] < 0
+    return {name: count / runs for name, count in rejected.items()}
+
+
+@pytest.mark.parametrize("passes_a, passes_b", [(3, 2), (2, 1), (1, 1)])
+def test_without_a_change_the_test_rejects_at_its_level(passes_a, passes_b):
+    rates = rejections(passes_a, passes_b, RUNS, shift=0.0, seed=100 * passes_a + passes_b)
+    assert rates["Non-Live"] <= ALLOWED and rates["simple_python"] <= ALLOWED, rates
+    if passes_a == passes_b:
+        assert rates["folded Non-Live"] <= ALLOWED, rates
+    else:
+        # the rule it replaced fails the same check: a tie counts as wrong, so the step with more passes (or
+        # an even number) looks worse without a change
+        assert rates["folded Non-Live"] > ALLOWED and rates["folded simple_python"] > ALLOWED, rates
+
+
+@pytest.mark.parametrize("passes_a, passes_b", [(3, 2), (2, 1), (1, 1)])
+def test_a_planted_change_is_found_with_its_sign(passes_a, passes_b):
+    rates = rejections(passes_a, passes_b, runs=40, shift=-0.15, seed=7)
+    assert rates["Non-Live"] >= 0.8 and rates["negative"] == 1.0, rates
+
+
+def test_with_one_pass_each_the_test_is_mcnemars_sign_test():
+    # one category: the aggregate is the pooled count, and dealing one pass each flips a discordant item's sign
+    rng = np.random.default_rng(3)
+    a = rng.random(400) < 0.7
+    b = a.copy()
+    b[np.flatnonzero(a)[:20]] = False          # lost 20
+    b[np.flatnonzero(~a)[:8]] = True           # gained 8
+    paired = [PairedCategory("multiple", tuple(f"m{i:03d}" for i in range(400)), a[:, None], b[:, None], (), (), 0)]
+    permutations = 4000
+    p = permutation_p(observed_changes(paired)["multiple"], permutation_changes(paired, permutations, 0)["multiple"])
+    exact = mcnemar_exact(20, 8)
+    assert abs(p - exact) < 4 * math.sqrt(exact * (1 - exact) / permutations), (p, exact)
 
 
 def test_the_cli_prints_the_finding_and_writes_the_changed_items(item_run, capsys):
@@ -216,19 +429,29 @@ def test_the_cli_prints_the_finding_and_writes_the_changed_items(item_run, capsy
     code, out, err = run_main(capsys, "--data", str(folder), "--items", "--steps", "0", "200",
                               "--bootstrap-replicates", "300")
     assert code == 0, err
-    reference = reference_bootstrap(folder, 0, 200, replicates=300, seed=0, level=0.95)
+    interval = reference_bootstrap(folder, 0, 200, replicates=300, seed=0, level=0.95)
+    test = reference_permutation(folder, 0, 200, permutations=300, seed=0)
     clauses = []
     for name, categories in GROUPS.items():
-        lost = sum(c in categories for c, _ in LOST)
-        gained = sum(c in categories for c, _ in GAINED)
-        p = binomtest(min(lost, gained), lost + gained, 0.5).pvalue
-        low, high = reference[name]
-        clauses.append(f"{name} lost {lost} and gained {gained} items (net {gained - lost:+d}, McNemar p={p:.2g}, "
-                       f"95% bootstrap interval of the change [{low:+.2f}, {high:+.2f}] pp)")
+        lost = sum(c in categories for c, _ in MOVED_LOST)
+        gained = sum(c in categories for c, _ in MOVED_GAINED)
+        (low, high), (change, p) = interval[name], test[name]
+        clauses.append(f"{name} {change:+.2f} pp (permutation p={p:.2g}, 95% bootstrap interval [{low:+.2f}, "
+                       f"{high:+.2f}] pp; lost {lost} and gained {gained} items)")
     assert out.startswith("Paired by item, step 0 to 200: " + "; ".join(clauses) + ".\n")
-    assert "  irrelevance (12 items): lost 2, gained 2" in out
+    second = out.splitlines()[1]
+    for said in ("did the model change on these items", "how far the change would vary over other items like "
+                 "these", "lost and gained compare each item's share of passes correct and are descriptive"):
+        assert said in second
+    assert "uneven" not in second  # 3 passes at each step
+    # irrelevance: 1 and 2 lost, 3 and 4 gained (4 from 1 of 3 passes), the other 8 as the base pattern says
+    assert "  irrelevance (12 items): change " in out and "; lost 2, gained 2, unchanged 5 correct and 3 wrong" in out
     assert f"wrote {folder / 'tables' / 'items_step0_step200.csv'}" in err
     assert not (folder / "tables" / "findings.json").exists()
+    code, out, err = run_main(capsys, "--data", str(folder), "--items", "--steps", "100", "200",
+                              "--bootstrap-replicates", "50")
+    assert code == 0, err
+    assert "(with 1 and 3 passes they are uneven even without a change)" in out.splitlines()[1]
 
 
 def test_the_default_steps_are_the_baseline_and_the_last(item_run, capsys):
@@ -333,8 +556,9 @@ def test_the_bootstrap_settings_are_read_from_the_environment(item_run, capsys, 
     monkeypatch.setenv("TOOLCANARY_ANALYSIS_BOOTSTRAP_SEED", "3")
     code, out, err = run_main(capsys, "--data", str(folder), "--findings", "--items", "--interval-level", "0.8")
     assert code == 0, err
-    assert json.loads(out)["items"]["bootstrap"] == {"replicates": 40, "seed": 3, "level": 0.8,
-                                                     "interval": "percentile"}
+    found = json.loads(out)["items"]
+    assert found["bootstrap"] == {"replicates": 40, "seed": 3, "level": 0.8, "interval": "percentile"}
+    assert (found["permutation"]["permutations"], found["permutation"]["seed"]) == (40, 3)
     code, _, err = run_main(capsys, "--data", str(folder), "--items", "--interval-level", "1.5")
     assert code == 2 and "--interval-level" in err and "TOOLCANARY_ANALYSIS_INTERVAL_LEVEL" in err
 
@@ -345,6 +569,8 @@ def test_with_the_table_the_finding_is_in_the_prose_and_findings_txt(item_run, c
                               "--bootstrap-replicates", "30")
     assert code == 0, err
     text = (folder / "tables" / "findings.txt").read_text()
-    for start in ("Paired by item, step 0 to 200: Abstention required lost 7 and gained 3 items",
+    # Abstention: 7 items lost, 2 gained, irrelevance_4 from 1 of 3 passes to 3 and live_irrelevance_8 from 3
+    # of 3 to 2: (−7 + 2 + 2/3 − 1/3) / 24 items = −19.44 pp
+    for start in ("Paired by item, step 0 to 200: Abstention required -19.44 pp (permutation p=",
                   "Repeat stability: items whose outcome differs"):
         assert start in out and start in text

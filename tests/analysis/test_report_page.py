@@ -9,6 +9,7 @@ Run: .venvs/analysis/bin/python -m pytest tests/analysis/test_report_page.py -q
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -19,11 +20,13 @@ from report_browser import inspect_page
 
 from toolcanary.analysis.__main__ import main
 from toolcanary.analysis.settings import newey_west_lags
+from toolcanary.analysis.verdicts import p_text
 from toolcanary.contract.manifests import PublishedCheckpoint, append_published
 
 SECTIONS = ["status", "headline", "findings", "figures", "categories", "items", "stability", "training",
             "distribution", "audit", "provenance"]
-SHOWN_COLUMNS = ("step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac")
+SHOWN_COLUMNS = ("step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac", "rho",
+                 "p_change")
 AUDIT_MD = """# Contamination audit: run `run`
 
 - Tool library: `demo` (3 tools)
@@ -92,9 +95,11 @@ def test_the_page_of_a_scored_run_renders_with_the_tables_numbers(item_run, inde
     expected = independent.table(run_dir / "bfcl_by_category.csv", newey_west_lags(3))
     for name, values in expected.items():
         cells = seen["headline"][name]
-        specs = [(".2f", ""), (".2f", ""), ("+.2f", "%"), ("+.2f", ""), ("+.3f", ""), ("+.2f", ""), ("+.2f", "")]
+        specs = [(".2f", ""), (".2f", ""), ("+.2f", "%"), ("+.2f", ""), ("+.3f", ""), ("+.2f", ""), ("+.2f", ""),
+                 ("+.2f", ""), (None, "")]
         for (text, value), column, (spec, suffix) in zip(cells, SHOWN_COLUMNS, specs, strict=False):
-            assert text == shown(values[column], spec, suffix), (name, column)
+            want = p_text(values[column]) if spec is None else shown(values[column], spec, suffix)
+            assert text == want, (name, column)
             if values[column] == values[column]:
                 assert float(value) == pytest.approx(values[column], rel=1e-9, abs=1e-9), (name, column)
         # the s.d. of the repeat passes at steps 0 and 20, the steps scored twice
@@ -125,7 +130,14 @@ def test_a_run_with_one_scored_step_and_pending_steps_says_what_waits(item_run, 
     assert "one scored step, and the item-level comparison needs two" in seen["text"]
     assert "no step scored more than once" in seen["text"]
     assert "No audit yet: make audit RUN=young" in seen["text"]
-    expected = independent.aggregates(run_dir / "bfcl_by_category.csv").loc[(0, 1)]
+    expected = dict(independent.aggregates(run_dir / "bfcl_by_category.csv").loc[(0, 1)])
+    # The table's abstention row without BFCL's credit for unparsed call markup, from the CSV's own columns.
+    rows = list(csv.DictReader((run_dir / "bfcl_by_category.csv").open()))
+    abstention = [r for r in rows if r["category"] in ("irrelevance", "live_irrelevance")]
+    expected["Abstention required, no unparsed credit"] = 100 * sum(
+        int(r["correct"]) - int(r["correct_unparsed"]) for r in abstention) / sum(int(r["total"]) for r in abstention)
+    assert list(seen["headline"]) == ["Abstention required", "Abstention required, no unparsed credit",
+                                      "Tool call required", "Non-Live", "Live", "Multi-Turn"]
     for name, cells in seen["headline"].items():
         ((text, value),) = cells  # the step's value only: no change without a second step
         assert text == f"{expected[name]:.2f}" and float(value) == pytest.approx(expected[name], rel=1e-12)

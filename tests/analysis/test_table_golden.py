@@ -22,11 +22,15 @@ DATASETS = {
                          "shift": {}, "noise_pp": 0.0, "seed": 11},
     "uneven repeats": {"repeats": {0: 3, 100: 2, 200: 4}, "noise_pp": 2.0, "seed": 3},
 }
-FIXED = ["aggregate", "step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac"]
+FIXED = ["aggregate", "step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac", "rho",
+         "p_change"]
+REPLICATES = 300
+"""--null-replicates of these tests: the reference simulates each null series on its own, one at a time."""
 
 
 def table_csv(capsys, folder, *extra: str) -> list[dict[str, str]]:
-    assert main(["--data", str(folder), "--table", "--format", "csv", *extra]) == 0
+    assert main(["--data", str(folder), "--table", "--format", "csv", "--null-replicates", str(REPLICATES),
+                 *extra]) == 0
     return list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
 
 
@@ -34,7 +38,8 @@ def table_csv(capsys, folder, *extra: str) -> list[dict[str, str]]:
 def test_every_table_value_matches_statsmodels(dataset, golden, independent, capsys):
     folder = golden(**DATASETS[dataset])
     rows = table_csv(capsys, folder)
-    expected = independent.table(folder / "bfcl_by_category.csv", maxlags=2)  # floor(4 (21/100)^(2/9)) = 2
+    # maxlags: floor(4 (21/100)^(2/9)) = 2
+    expected = independent.table(folder / "bfcl_by_category.csv", maxlags=2, replicates=REPLICATES)
     assert [r["aggregate"] for r in rows] == [
         "Abstention required", "Tool call required", "Non-Live", "Live", "Multi-Turn"]
     for row in rows:
@@ -62,7 +67,7 @@ def test_csv_keeps_full_precision(golden, capsys, independent):
 def test_hac_lags_follow_the_flag(golden, independent, capsys):
     folder = golden(noise_pp=1.5)
     rows = table_csv(capsys, folder, "--hac-maxlags", "5")
-    expected = independent.table(folder / "bfcl_by_category.csv", maxlags=5)
+    expected = independent.table(folder / "bfcl_by_category.csv", maxlags=5, replicates=REPLICATES)
     for row in rows:
         assert float(row["t_hac"]) == pytest.approx(expected[row["aggregate"]]["t_hac"], rel=1e-9)
         assert float(row["t"]) == pytest.approx(expected[row["aggregate"]]["t"], rel=1e-9)
@@ -77,6 +82,7 @@ def test_two_steps_give_a_slope_without_t(golden, independent, capsys):
         assert float(row["slope_pp_per_10"]) == pytest.approx(
             10 * (frame[name].iloc[1] - frame[name].iloc[0]) / 200, rel=1e-9, abs=1e-12)
         assert math.isnan(float(row["t"])) and math.isnan(float(row["t_hac"]))
+        assert math.isnan(float(row["rho"])) and math.isnan(float(row["p_change"]))
 
 
 def test_markdown_and_latex_carry_the_same_rows(golden, capsys):
@@ -87,9 +93,9 @@ def test_markdown_and_latex_carry_the_same_rows(golden, capsys):
     assert table_lines[0].split("|")[2].strip() == "step 0"
     assert [line.split("|")[1].strip() for line in table_lines[1:]] == [
         "Abstention required", "Tool call required", "Non-Live", "Live", "Multi-Turn"]
-    assert "ratio" in markdown or "difference in sign" in markdown  # findings prose under the table
+    assert "so no ratio or sign is claimed" in markdown or "difference in sign" in markdown or "rate" in markdown
     assert main(["--data", str(folder), "--table", "--format", "latex"]) == 0
     latex = capsys.readouterr().out
-    assert latex.startswith(r"\begin{tabular}{l" + "r" * 10 + "}")
+    assert latex.startswith(r"\begin{tabular}{l" + "r" * 12 + "}")
     assert latex.count(r" \\") == 6 and r"\%" in latex
     assert (folder / "tables" / "headline.tex").read_text() == latex

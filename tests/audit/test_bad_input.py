@@ -216,3 +216,21 @@ def test_a_pass_file_that_is_not_utf8_or_not_finite_leaves_that_pass_out(damage,
     assert "robustness: step 5 pass 1 left out:" in out and reason in out, out
     rows = list(csv.DictReader((dirs["results"] / RUN / "audit" / "robustness.csv").open()))
     assert {(r["step"], r["pass"]) for r in rows} == {("0", "1")}
+
+
+def test_truncated_and_overlong_counts_that_disagree_with_bfcl_by_category_are_reported(dirs, fx, cli):
+    from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows
+
+    outcomes = fx.make_outcomes(4, ("simple_python", "live_simple"))
+    fx.write_pass(dirs["results"], RUN, 0, 1, outcomes)
+    overlong = {c: sum(o["category"] == c and o["outcome"] == "overlong" for o in outcomes)
+                for c in ("simple_python", "live_simple")}
+    # The CSV's correct/total agree; its overlong count for one category does not. The cells the outcomes do
+    # not measure (BFCL's verdict was not recorded) are left out of the comparison.
+    append_bfcl_rows(dirs["results"] / RUN / "bfcl_by_category.csv", [
+        BfclRow(0, 1, c, a, b, truncated=0, overlong=overlong[c] + (c == "live_simple"), overlong_bfcl_correct=0)
+        for c, (a, b) in fx.count(outcomes).items()])
+    code, out, _ = cli(*dirs["args"])
+    assert code == 0 and "outcomes.jsonl counts differ" not in out
+    assert (f"step 0 pass 1: outcomes.jsonl's truncated and overlong counts differ from bfcl_by_category.csv "
+            f"(live_simple overlong: outcomes {overlong['live_simple']}, CSV {overlong['live_simple'] + 1})") in out

@@ -30,7 +30,7 @@ from toolcanary.contract.append_only import (
     read_lines,
     rewrite_lines,
 )
-from toolcanary.contract.csv_schemas import UPDATE_COLUMNS
+from toolcanary.contract.csv_schemas import MEASURED_COLUMNS, UPDATE_COLUMNS
 
 CATEGORIES = ("irrelevance", "simple_python")
 
@@ -84,8 +84,9 @@ def test_each_csv_truncated_mid_line_then_appended_loses_only_the_torn_line(tmp_
     with pytest.raises(ContractError, match="step 20, pass 1.*simple_python"):
         read_bfcl_by_category(bfcl)
     kept = [line for _, line in read_lines(bfcl).lines]
-    assert kept[1:] == [f"{s},1,{c},{s % 7},10," for s in (0, 10) for c in CATEGORIES] + [
-        "20,1,irrelevance,6,10,"] + [f"30,1,{c},2,10," for c in CATEGORIES]
+    unmeasured = "," * len(MEASURED_COLUMNS)  # the counts beside correct/total, empty: not measured
+    assert kept[1:] == [f"{s},1,{c},{s % 7},10{unmeasured}" for s in (0, 10) for c in CATEGORIES] + [
+        f"20,1,irrelevance,6,10{unmeasured}"] + [f"30,1,{c},2,10{unmeasured}" for c in CATEGORIES]
     fenced = [m for m in reported if "fenced off, the next line starts fresh" in m]
     assert len(fenced) == 2
     drill("torn tails [train_metrics.csv, bfcl_by_category.csv]", faults_injected=2, survived=2,
@@ -111,7 +112,7 @@ def test_a_broken_line_in_the_middle_that_no_writer_fenced_is_refused(tmp_path):
     with bfcl.open("a") as handle:
         handle.write("10,1,irrel")  # torn, and then a writer that does not follow the rule:
         handle.write("10,1,irrelevance,3,10\n10,1,simple_python,3,10\n")
-    with pytest.raises(ContractError, match=r"line 4: expected a row of 6 comma-separated fields.*no writer fenced"):
+    with pytest.raises(ContractError, match=rf"line 4: expected a row of {len(BFCL_WRITTEN_COLUMNS)} comma-separated fields.*no writer fenced"):
         read_bfcl_by_category(bfcl)
 
 

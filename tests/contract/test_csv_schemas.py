@@ -15,6 +15,7 @@ from toolcanary.contract import (
     read_bfcl_by_category,
     read_train_metrics,
 )
+from toolcanary.contract.csv_schemas import MEASURED_COLUMNS, VERDICT_COLUMNS
 
 
 def write(path, header, rows):
@@ -99,7 +100,9 @@ def test_correct_unparsed_reads_back_and_is_none_where_not_measured(tmp_path):
     rows = [BfclRow(0, 1, "irrelevance", 200, 240, 12), BfclRow(0, 1, "simple_python", 300, 400, None)]
     path = tmp_path / "bfcl_by_category.csv"
     append_bfcl_rows(path, rows)
-    assert path.read_text().splitlines()[1:] == ["0,1,irrelevance,200,240,12", "0,1,simple_python,300,400,"]
+    unmeasured = "," * len(VERDICT_COLUMNS)
+    assert path.read_text().splitlines()[1:] == [f"0,1,irrelevance,200,240,12{unmeasured}",
+                                                 f"0,1,simple_python,300,400,{unmeasured}"]
     assert read_bfcl_by_category(path) == rows
 
 
@@ -107,12 +110,68 @@ def test_a_file_from_before_the_column_reads_as_not_measured_and_is_never_append
     path = write(tmp_path / "bfcl_by_category.csv", BFCL_COLUMNS, [(0, 1, "irrelevance", 3, 4)])
     assert read_bfcl_by_category(path) == [BfclRow(0, 1, "irrelevance", 3, 4, None)]
     before = path.read_bytes()
-    with pytest.raises(ContractError, match=r"missing \['correct_unparsed'\]"):
+    with pytest.raises(ContractError, match=r"missing \['correct_unparsed', 'truncated', "):
         append_bfcl_rows(path, [BfclRow(10, 1, "irrelevance", 3, 4, 0)])
     assert path.read_bytes() == before
 
 
 def test_more_unparsed_credit_than_correct_items_is_refused(tmp_path):
-    path = write(tmp_path / "b.csv", BFCL_WRITTEN_COLUMNS, [(0, 1, "irrelevance", 3, 4, 4)])
+    path = write(tmp_path / "b.csv", BFCL_WRITTEN_COLUMNS[:6], [(0, 1, "irrelevance", 3, 4, 4)])
     with pytest.raises(ContractError, match="correct_unparsed <= correct"):
         read_bfcl_by_category(path)
+
+
+def test_the_verdict_columns_read_back_and_are_none_where_not_measured(tmp_path):
+    measured = BfclRow(0, 1, "irrelevance", 200, 240, 12, truncated=9, truncated_bfcl_correct=7, overlong=3,
+                       overlong_bfcl_correct=3, correct_empty_reasoning=5)
+    unmeasured = BfclRow(0, 1, "simple_python", 300, 400, 0)
+    path = tmp_path / "bfcl_by_category.csv"
+    append_bfcl_rows(path, [measured, unmeasured])
+    assert path.read_text().splitlines() == [
+        "step,pass,category,correct,total,correct_unparsed,truncated,truncated_bfcl_correct,overlong,"
+        "overlong_bfcl_correct,correct_empty_reasoning",
+        "0,1,irrelevance,200,240,12,9,7,3,3,5", "0,1,simple_python,300,400,0,,,,,"]
+    assert read_bfcl_by_category(path) == [measured, unmeasured]
+    assert [measured.measured(c) for c in VERDICT_COLUMNS] == [9, 7, 3, 3, 5]
+
+
+def test_a_file_from_before_contract_1_10_reads_as_not_measured_and_is_never_appended_to(tmp_path):
+    # Contract 1.5 to 1.9 wrote correct_unparsed and nothing after it.
+    path = write(tmp_path / "bfcl_by_category.csv", BFCL_COLUMNS + ("correct_unparsed",),
+                 [(0, 1, "irrelevance", 3, 4, 1)])
+    (row,) = read_bfcl_by_category(path)
+    assert row.correct_unparsed == 1 and all(row.measured(c) is None for c in VERDICT_COLUMNS)
+    before = path.read_bytes()
+    with pytest.raises(ContractError, match=r"missing \['truncated', 'truncated_bfcl_correct', 'overlong', "
+                                            r"'overlong_bfcl_correct', 'correct_empty_reasoning'\]"):
+        append_bfcl_rows(path, [BfclRow(10, 1, "irrelevance", 3, 4, 0, 0, 0, 0, 0, 0)])
+    assert path.read_bytes() == before
+
+
+def test_an_empty_verdict_cell_reads_as_not_measured(tmp_path):
+    cells = (0, 1, "irrelevance", 3, 10, 0, 2, 1, "", "", 0)
+    (row,) = read_bfcl_by_category(write(tmp_path / "b.csv", BFCL_WRITTEN_COLUMNS, [cells]))
+    assert (row.truncated, row.truncated_bfcl_correct, row.overlong, row.overlong_bfcl_correct) == (2, 1, None, None)
+    assert row.correct_empty_reasoning == 0
+
+
+@pytest.mark.parametrize(
+    "counts, message",
+    [
+        # correct_unparsed, truncated, truncated_bfcl_correct, overlong, overlong_bfcl_correct, correct_empty_reasoning
+        ((0, 11, 0, 0, 0, 0), r"truncated <= total, got truncated=11 > total=10"),
+        ((0, 8, 0, 0, 0, 0), r"correct \+ truncated <= total \(a truncated item counts wrong\), got 3 \+ 8 > total=10"),
+        ((0, 2, 3, 0, 0, 0), r"truncated_bfcl_correct <= truncated, got truncated_bfcl_correct=3 > truncated=2"),
+        ((0, 0, 0, 1, 2, 0), r"overlong_bfcl_correct <= overlong, got overlong_bfcl_correct=2 > overlong=1"),
+        ((0, 0, 0, 0, 0, 4), r"correct_empty_reasoning <= correct, got correct_empty_reasoning=4 > correct=3"),
+        ((2, 0, 0, 0, 0, 2), r"correct_unparsed \+ correct_empty_reasoning <= correct, got 2 \+ 2 > correct=3"),
+        ((0, "", 1, 0, 0, 0), r"truncated measured wherever truncated_bfcl_correct is"),
+        ((0, 0, 0, "", 1, 0), r"overlong measured wherever overlong_bfcl_correct is"),
+    ],
+)
+def test_a_verdict_count_larger_than_what_holds_it_is_refused_with_the_line(tmp_path, counts, message):
+    assert len(counts) == len(MEASURED_COLUMNS)
+    path = write(tmp_path / "b.csv", BFCL_WRITTEN_COLUMNS, [(0, 1, "irrelevance", 3, 10, *counts)])
+    with pytest.raises(ContractError, match=message) as err:
+        read_bfcl_by_category(path)
+    assert f"{path}: line 2" in str(err.value)

@@ -195,3 +195,15 @@ def test_library_in_trustee_format_loads_and_bad_files_say_where(tmp_path):
         load_tool_library(path)
     with pytest.raises(ContractError, match="no such file"):
         load_tool_library(tmp_path / "missing.json")
+
+
+def test_a_pass_manifest_records_the_thinking_mode_served_and_one_without_it_reads_as_not_observed():
+    from toolcanary.contract import EvalPassManifest
+
+    fields = dict(contract_version="1.9", run="r1", step=0, pass_index=1, served_model="r1-step0000",
+                  base_url="http://127.0.0.1:8000/v1", bfcl_eval_version="2026.3.23", handler="h",
+                  categories=["irrelevance"], threads=1, temperature=0.001, overlong_counted_wrong=True,
+                  started_at="2026-01-01T00:00:00Z")
+    assert EvalPassManifest.model_validate(fields).served_enable_thinking is None  # a manifest from before 1.10
+    observed = EvalPassManifest.model_validate(fields | {"served_enable_thinking": False})
+    assert EvalPassManifest.model_validate_json(observed.model_dump_json()).served_enable_thinking is False

@@ -15,6 +15,7 @@ from toolcanary.contract.pass_files import (
     PassRequest,
     RunSample,
     count_outcomes,
+    count_verdicts,
     error_counts,
     read_outcomes,
     read_request,
@@ -72,6 +73,27 @@ def test_one_counting_rule_for_overlong_items_and_left_out_ones():
     assert error_counts(outcomes) == {"overlong": 1, "wrong_values": 1}
 
 
+def test_the_verdict_counts_keep_bfcls_own_verdict_on_overridden_items_and_say_when_not_measured():
+    def item(id_, outcome, answer="text", bfcl_correct=None, tokens=None, category="irrelevance"):
+        return ItemOutcome(category=category, id=id_, outcome=outcome, answer=answer, bfcl_correct=bfcl_correct,
+                           output_tokens=tokens)
+
+    outcomes = [item("a", "truncated", "empty", True, 512), item("b", "truncated", "text", False, 512),
+                item("c", "overlong", "empty", True), item("d", "correct", "empty", True, 40),
+                item("e", "correct", "empty", True, 0), item("f", "correct", "unparsed_call", True, 9),
+                item("g", "wrong_values", "calls", False, 12, category="simple_python")]
+    assert count_verdicts(outcomes) == {
+        "irrelevance": {"truncated": 2, "truncated_bfcl_correct": 1, "overlong": 1, "overlong_bfcl_correct": 1,
+                        "correct_empty_reasoning": 1},
+        "simple_python": {"truncated": 0, "truncated_bfcl_correct": 0, "overlong": 0, "overlong_bfcl_correct": 0,
+                          "correct_empty_reasoning": 0}}
+    # A pass from before contract 1.10: BFCL's verdict and the tokens were not recorded, never read as 0.
+    older = [item("a", "truncated", "empty"), item("d", "correct", "empty"), item("h", "correct", None)]
+    assert count_verdicts(older) == {"irrelevance": {
+        "truncated": 1, "truncated_bfcl_correct": None, "overlong": 0, "overlong_bfcl_correct": 0,
+        "correct_empty_reasoning": None}}
+
+
 def test_the_publication_ledger_round_trips_and_refuses_an_incomplete_line(tmp_path):
     append_published(tmp_path, PublishedCheckpoint(step=0, path="step_0000", weights_sha256="a" * 64))
     assert (tmp_path / "published.jsonl").read_text() == \
@@ -85,7 +107,12 @@ def test_the_publication_ledger_round_trips_and_refuses_an_incomplete_line(tmp_p
 
 
 def test_counts_and_failure_round_trip_and_a_damaged_counts_file_is_refused(tmp_path):
-    from toolcanary.contract.csv_schemas import BfclRow, append_bfcl_rows, read_bfcl_by_category
+    from toolcanary.contract.csv_schemas import (
+        VERDICT_COLUMNS,
+        BfclRow,
+        append_bfcl_rows,
+        read_bfcl_by_category,
+    )
     from toolcanary.contract.pass_files import (
         FailedItem,
         PassFailure,
@@ -98,9 +125,12 @@ def test_counts_and_failure_round_trip_and_a_damaged_counts_file_is_refused(tmp_
     rows = [BfclRow(step=0, pass_index=1, category="irrelevance", correct=3, total=4),
             BfclRow(0, 1, "simple_python", 5, 9, 2)]
     write_counts(tmp_path / "counts.json", rows)
+    unmeasured = dict.fromkeys(VERDICT_COLUMNS)
     assert json.loads((tmp_path / "counts.json").read_text()) == [
-        {"category": "irrelevance", "correct": 3, "correct_unparsed": None, "pass_index": 1, "step": 0, "total": 4},
-        {"category": "simple_python", "correct": 5, "correct_unparsed": 2, "pass_index": 1, "step": 0, "total": 9}]
+        {"category": "irrelevance", "correct": 3, "correct_unparsed": None, "pass_index": 1, "step": 0, "total": 4,
+         **unmeasured},
+        {"category": "simple_python", "correct": 5, "correct_unparsed": 2, "pass_index": 1, "step": 0, "total": 9,
+         **unmeasured}]
     # The rows a pass counted are the rows it appends, and read back from the CSV as the same values.
     counted = read_counts(tmp_path / "counts.json")
     append_bfcl_rows(tmp_path / "bfcl_by_category.csv", counted)

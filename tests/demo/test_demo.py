@@ -195,8 +195,8 @@ def test_the_item_level_analysis_is_written_and_summarised(demo):
     assert found["items"]["steps"] == [0, 2] and (tables / "items_step0_step2.csv").is_file()
     assert found["stability"]["repeated_steps"] == [0, 2] and (tables / "stability.csv").is_file()
     abstention = found["items"]["aggregates"]["Abstention required"]
-    assert f"Item by item, step 0 to 2: Abstention required lost {abstention['lost']}, gained " \
-           f"{abstention['gained']} of {abstention['items']}" in done.stdout
+    assert f"Item by item, step 0 to 2: Abstention required {abstention['delta_pp']:+.2f} pp over " \
+           f"{abstention['items']} items (permutation p={abstention['permutation_p']:.2g})" in done.stdout
     assert "Items whose outcome differs between repeat passes: " in done.stdout
     assert "Abstention without BFCL's credit for unparsed call markup: " in done.stdout
 

@@ -13,7 +13,11 @@ offered tool, call markup as text, plain text, a reasoning trace alone). The pre
 correctly in every mode but `noparser`, so the client's later guards are what is tested. `--delay` slows each
 BFCL answer (not the probe).
 Every BFCL request's `max_tokens` is kept in `max_tokens_seen`, the probe's in `probe_max_tokens_seen`; with
-`kv_tokens` the server publishes its KV-cache size on /metrics as vLLM does.
+`kv_tokens` the server publishes its KV-cache size on /metrics as vLLM does. With `template` it answers vLLM's
+`POST /tokenize` (one token per character of the rendered prompt) and counts a chat request's prompt tokens
+the same way: `thinking-on` and `thinking-off` render a Qwen3-like template whose generation prompt gets an
+empty `<think>` block when enable_thinking is false, served with thinking on or off by default; `no-switch`
+renders a template without a thinking switch (SmolLM2's). Without it, /tokenize answers 404.
 
     .venvs/eval/bin/python tests/evaluate/stub_server.py --port 8011 --model demo-step0000 --mode oracle
 """
@@ -41,6 +45,7 @@ UNPARSED_ANSWERS = (
     '```json\n{{"name": "{name}", "arguments": {{}}}}\n```',                              # fenced JSON, no tags
 )
 ANSWER_KINDS = ("calls", "unparsed_call", "text", "empty")
+TEMPLATES = ("thinking-on", "thinking-off", "no-switch")
 BLOCK_SIZE = 16
 _INDEX: OracleIndex | None = None
 _INDEX_LOCK = threading.Lock()
@@ -58,8 +63,10 @@ class StubServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, port: int, model: str, mode: str, delay: float = 0.0, max_chars: int = 4000,
-                 max_model_len: int = 40960, kv_tokens: int | None = None) -> None:
+                 max_model_len: int = 40960, kv_tokens: int | None = None, template: str | None = None) -> None:
         assert mode in MODES, mode
+        assert template is None or template in TEMPLATES, template
+        self.template = template
         self.model, self.mode, self.delay, self.max_chars, self.max_model_len = model, mode, delay, max_chars, max_model_len
         self.kv_tokens = kv_tokens
         self.requests = 0
@@ -86,6 +93,16 @@ class StubServer(ThreadingHTTPServer):
     def stop(self) -> None:
         self.shutdown()
         self.server_close()
+
+
+def render(template: str, messages: list[dict], chat_template_kwargs: dict | None) -> str:
+    """A chat prompt as the stub's `template` renders it, the request's kwargs over the served default."""
+    kwargs = {"enable_thinking": template != "thinking-off", **(chat_template_kwargs or {})}
+    text = "".join(f"<|im_start|>{m.get('role')}\n{m.get('content') or ''}<|im_end|>\n" for m in messages)
+    text += "<|im_start|>assistant\n"
+    if template != "no-switch" and kwargs["enable_thinking"] is False:
+        text += "<think>\n\n</think>\n\n"
+    return text
 
 
 def _completion(model: str, content: str | None, calls: list[tuple[str, dict]], prompt_chars: int) -> dict:
@@ -129,10 +146,21 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/tokenize" and self.server.template:
+            tokens = [ord(c) for c in render(self.server.template, body.get("messages", []),
+                                             body.get("chat_template_kwargs"))]
+            return self._send(200, {"tokens": tokens, "count": len(tokens),
+                                    "max_model_len": self.server.max_model_len})
         if self.path.rstrip("/") != "/v1/chat/completions":
             return self._send(404, {"error": "not found"})
         if body.get("model") != self.server.model:
             return self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+        if self.server.template and not body.get("tools"):
+            # The probe's thinking witness (preflight.observe_thinking): no BFCL request comes without tools.
+            reply = _completion(self.server.model, "Hello.", [], 0)
+            reply["usage"]["prompt_tokens"] = len(render(self.server.template, body.get("messages", []),
+                                                         body.get("chat_template_kwargs")))
+            return self._send(200, reply)
         self.server.requests += 1
         messages, tools, mode = body.get("messages", []), body.get("tools", []), self.server.mode
         prompt_chars = len(json.dumps(messages)) + len(json.dumps(tools))
@@ -208,8 +236,10 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.0)
     parser.add_argument("--max-chars", type=int, default=4000)
     parser.add_argument("--kv-tokens", type=int, help="publish a KV cache of this many tokens on /metrics")
+    parser.add_argument("--template", choices=TEMPLATES, help="answer /tokenize with this chat template")
     args = parser.parse_args()
-    server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars, kv_tokens=args.kv_tokens)
+    server = StubServer(args.port, args.model, args.mode, args.delay, args.max_chars, kv_tokens=args.kv_tokens,
+                        template=args.template)
     print(f"stub {args.mode} serving {args.model} at {server.base_url} on GPU "
           f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'none')}", flush=True)
     server.serve_forever()

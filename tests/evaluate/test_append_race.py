@@ -33,8 +33,9 @@ def prepare(results, run: str, step: int) -> PassPaths:
     """A pass folder as a pass leaves it just before its rows go to the CSV."""
     paths = PassPaths.of(results, run, step, 1)
     paths.folder.mkdir(parents=True)
-    rows = [{"step": step, "pass_index": 1, "category": c, "correct": step % 9, "total": 9, "correct_unparsed": 1}
-            for c in CATEGORIES]
+    rows = [{"step": step, "pass_index": 1, "category": c, "correct": step % 9, "total": 9, "correct_unparsed": 1,
+             "truncated": 2, "truncated_bfcl_correct": 1, "overlong": 0, "overlong_bfcl_correct": 0,
+             "correct_empty_reasoning": 0} for c in CATEGORIES]
     paths.counts.write_text(json.dumps(rows))
     paths.manifest.write_text(json.dumps({
         "contract_version": CONTRACT_VERSION, "run": run, "step": step, "pass_index": 1, "served_model": "m",
@@ -82,7 +83,7 @@ def test_drill_two_passes_appending_at_once_50_times_every_row_once_one_header(t
         lines = csv.read_text().splitlines()
         these = lines.count(",".join(BFCL_WRITTEN_COLUMNS))
         body = [line for line in lines if line != ",".join(BFCL_WRITTEN_COLUMNS)]
-        expected = {f"{s},1,{c},{s % 9},9,1" for s in STEPS for c in CATEGORIES}
+        expected = {f"{s},1,{c},{s % 9},9,1,2,1,0,0,0" for s in STEPS for c in CATEGORIES}
         headers, lost = headers + these, lost + len(expected - set(body))
         repeated += len(body) - len(set(body))
         if these == 1 and lines[0] == ",".join(BFCL_WRITTEN_COLUMNS) and set(body) == expected:

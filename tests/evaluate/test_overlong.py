@@ -43,11 +43,14 @@ def test_an_overlong_irrelevance_item_counts_as_wrong_not_as_abstention(tmp_path
     assert outcomes == {short[0]: "correct", short[1]: "correct", long: "overlong"}
     [row] = read_bfcl_by_category(tmp_path / "o/bfcl_by_category.csv")
     assert (row.correct, row.total) == (2, 3)
+    # BFCL's own scoring credits the refused request as an abstention; the row says so beside its count.
+    assert (row.overlong, row.overlong_bfcl_correct, row.truncated) == (1, 1, 0)
     manifest = EvalPassManifest.model_validate_json((folder / "manifest.json").read_text())
     assert manifest.overlong_counted_wrong and manifest.overlong_items == {"irrelevance": [long]}
     assert manifest.error_counts == {"overlong": 1}
     # The other policy takes the item out of the total instead.
-    assert [(r.correct, r.total) for r in count_rows(0, 1, read_outcomes(folder / "outcomes.jsonl"), False)] == [(2, 2)]
+    [excluded] = count_rows(0, 1, read_outcomes(folder / "outcomes.jsonl"), False)
+    assert (excluded.correct, excluded.total, excluded.overlong, excluded.overlong_bfcl_correct) == (2, 2, 1, 1)
 
 
 def test_the_overlong_policy_flags_reach_the_settings():

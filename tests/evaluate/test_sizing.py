@@ -19,7 +19,8 @@ from toolcanary.contract.errors import ContractError
 from toolcanary.contract.manifests import EvalPassManifest
 from toolcanary.contract.pass_files import read_outcomes
 from toolcanary.evaluate import bfcl_process
-from toolcanary.evaluate.bfcl_files import classify
+from toolcanary.evaluate.bfcl_data import RESULT_PREFIX
+from toolcanary.evaluate.bfcl_files import SCORE_SUFFIX, classify, read_lines, result_path
 from toolcanary.evaluate.bfcl_wrapper import TRUNCATED_FIELD
 from toolcanary.evaluate.settings import EvalSettings
 from toolcanary.evaluate.sizing import kv_cache_tokens, plan
@@ -61,7 +62,7 @@ def test_answers_cut_at_the_cap_count_wrong_and_what_bfcl_would_credit_is_report
     """Irrelevance is where a cut answer hurts: no call, so BFCL credits a correct abstention."""
     ids = {"irrelevance": ["irrelevance_0", "irrelevance_1"], "simple_python": ["simple_python_0", "simple_python_1"]}
     (tmp_path / "ids.json").write_text(json.dumps(ids))
-    server = make_stub("cut", max_model_len=4096, kv_tokens=16 * 1024)
+    server = make_stub("cut", max_model_len=4096, kv_tokens=16 * 1024, template="thinking-off")
     done = cli(tmp_path, *run_args("t", server, "--base-model", "m", "--ids-file", str(tmp_path / "ids.json"),
                                    "--threads", "0"))
     assert done.returncode == 0, done.stderr
@@ -79,6 +80,21 @@ def test_answers_cut_at_the_cap_count_wrong_and_what_bfcl_would_credit_is_report
     assert manifest.truncated_bfcl_correct == {"irrelevance": ["irrelevance_0", "irrelevance_1"]}
     assert "4 items had an answer cut at max_tokens=1024" in done.stderr
     assert "BFCL alone would have credited 2" in done.stderr
+    # The rows count them too, against a count made here from BFCL's own files: the handler's count of cut
+    # responses in each result line, and the failure lines of each score file.
+    rows = {r.category: r for r in read_bfcl_by_category(tmp_path / "t/bfcl_by_category.csv")}
+    for category in ids:
+        result = result_path(folder / "bfcl/result", "toolcanary-served-FC", category)
+        cut = {e["id"] for e in read_lines(result, strict=True) if e[TRUNCATED_FIELD] > 0}
+        [score] = (folder / "bfcl/score").rglob(f"{RESULT_PREFIX}{category}{SCORE_SUFFIX}")
+        failed = {json.loads(line)["id"] for line in score.read_text().splitlines()[1:] if line.strip()}
+        row = rows[category]
+        assert (row.truncated, row.truncated_bfcl_correct) == (len(cut), len(cut - failed)), category
+        assert (row.overlong, row.overlong_bfcl_correct, row.correct_empty_reasoning) == (0, 0, 0), category
+    assert {c: (r.truncated, r.truncated_bfcl_correct) for c, r in rows.items()} == \
+        {"irrelevance": (2, 2), "simple_python": (2, 0)}
+    # The server applied its template's thinking mode "off", as observed over HTTP.
+    assert manifest.served_enable_thinking is False
 
 
 def test_a_phase_that_stops_moving_is_refused_and_one_that_moves_is_not(tmp_path, monkeypatch):

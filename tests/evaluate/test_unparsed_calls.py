@@ -82,6 +82,13 @@ def test_each_kind_of_answer_is_recorded_in_the_outcomes(kinds_pass):
     assert sum(sum(kinds.values()) for kinds in manifest.answer_kinds.values()) == 8
     assert sorted(i for ids in manifest.unparsed_credit_items.values() for i in ids) == sorted(o.id for o in credited)
     assert ("items correct whose answer held a tool call" in done.stderr) == bool(credited)
+    # A reasoning trace alone: tokens came back (the stub reports 7 a response), nothing once the trace is
+    # removed; BFCL credits it in the abstention categories, and the rows count it beside BFCL's number.
+    assert {o.output_tokens for o in outcomes} == {7}
+    reasoning_only = [o for o in outcomes if o.outcome == "correct" and o.answer == "empty"]
+    assert {c: r.correct_empty_reasoning for c, r in rows.items()} == \
+        {c: sum(o.category == c for o in reasoning_only) for c in IDS}
+    assert ("a reasoning trace alone" in done.stderr) == bool(reasoning_only)
 
 
 def test_the_pass_is_in_tensorboard_at_its_step_as_tensorboard_reads_it(kinds_pass):

@@ -208,6 +208,8 @@ def serve_and_probe(folder: Path, served_model: str, max_model_len: int, log_pat
 def test_vllm_serves_the_checkpoint_and_passes_the_preflight_probe(checkpoint, tmp_path):
     report = serve_and_probe(checkpoint, "served-step0003", 2048, tmp_path / "vllm.log", "--no-enable-thinking")
     assert report.models == ["served-step0003"] and report.max_model_len == 2048
+    # Served without thinking, as vLLM's own /tokenize and a chat request's prompt count show the probe.
+    assert report.enable_thinking is False
 
 
 @pytest.mark.slow
@@ -218,3 +220,4 @@ def test_vllm_serves_the_smollm2_policy_with_the_hermes_parser(smollm2_checkpoin
     report = serve_and_probe(smollm2_checkpoint, "served-step0000", 8192, tmp_path / "vllm.log",
                              "--max-new-tokens", "128")
     assert report.models == ["served-step0000"] and report.max_model_len == 8192
+    assert report.enable_thinking is False

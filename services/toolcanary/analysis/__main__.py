@@ -1,12 +1,13 @@
 """make_figures: the headline table, findings and figures of one run, recomputed from its two CSVs; with the
 run's pass folders, the item-level comparison of two checkpoints and the stability of repeat passes; with the
-trainer's episode records, what the simulator trained on; two runs compared (--compare); and all of it on one
-self-contained HTML page (--report, toolcanary.analysis.report).
+trainer's episode records, what the simulator trained on; two arms of runs compared (--compare); and all of it on
+one self-contained HTML page (--report, toolcanary.analysis.report).
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --table
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --stability
     docker compose run analysis make_figures --table --findings --fig all --items --stability
     docker compose run analysis make_figures --compare RUN_A RUN_B
+    docker compose run analysis make_figures --compare RUN_A1,RUN_A2 RUN_B1,RUN_B2
     docker compose run analysis make_figures --report
 
 Tables and findings are printed and also written to DIR/tables/; figures go to DIR/figures/. Everything is
@@ -62,7 +63,8 @@ EPILOG = """examples:
   make_figures --data volumes/results/RUN --findings --fig all
   make_figures --data volumes/results/RUN --items                  # baseline vs last step, item by item
   make_figures --data volumes/results/RUN --items --steps 0 150 --stability --findings
-  make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain   # B's change minus A's, item-paired
+  make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain   # B's change minus A's, one run per arm
+  make_figures --compare base-s1,base-s2 abstain-s1,abstain-s2   # seeds per arm: a between-run t interval
   make_figures --run RUN --report                       # the run's page: RUN/report/index.html
   make_figures --compare RUN_A RUN_B --report           # the comparison's page too
 """
@@ -265,19 +267,28 @@ def without_f5(figures: list[str], asked: list[str], episodes: EpisodeSet) -> li
                         "Point --data at the run folder the trainer wrote, or leave f5 out")
 
 
-def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings, report: bool = False) -> int:
-    a = compare.load_compared(settings.results_dir, run_a, settings)
-    b = compare.load_compared(settings.results_dir, run_b, settings)
-    if a.data.resolve() == b.data.resolve():
-        raise UsageError("--compare", "two different runs", f"{run_a} twice", "Name the run to compare it with")
-    found = compare.json_ready(compare.compare_findings(a, b, settings))
-    runs = dict(zip((a.name, b.name), compare.restricted_runs(a, b, found["common_steps"]), strict=True))
+def compare_runs(given_a: str, given_b: str, settings: AnalysisSettings, report: bool = False) -> int:
+    """--compare A1,A2 B1,B2: each arm one run or several (comma-separated), compared by toolcanary.analysis.compare."""
+    names = {"a": compare.arm_names(given_a), "b": compare.arm_names(given_b)}
+    arms = {side: [compare.load_compared(settings.results_dir, run, settings) for run in runs]
+            for side, runs in names.items()}
+    seen: dict[Path, str] = {}
+    for run in (*arms["a"], *arms["b"]):
+        folder = run.data.resolve()
+        if folder in seen:
+            raise UsageError("--compare", "two different runs, each named once in either arm",
+                             f"{seen[folder]} and {run.name} are the same run folder, {folder}",
+                             "Name every run once; another seed of a recipe is another run")
+        seen[folder] = run.name
+    found = compare.json_ready(compare.compare_findings(arms, settings))
+    runs = compare.restricted_runs(arms, found["common_steps"])
     headlines = {name: table_rows(run, headline_rows(run, settings), settings) for name, run in runs.items()}
+    label_a, label_b = found["runs"]["a"], found["runs"]["b"]
     text = "\n".join([
         *(f"## {name} (steps {', '.join(str(int(s)) for s in run.steps)})\n\n{RENDERERS['md'](headlines[name])}"
           for name, run in runs.items()),
-        f"## {b.name} (B) against {a.name} (A)\n", compare.render_markdown(found), *compare.prose(found)])
-    folder = compare.compare_folder(settings.results_dir, a.name, b.name)
+        f"## {label_b} (B) against {label_a} (A)\n", compare.render_markdown(found), *compare.prose(found)])
+    folder = compare.compare_folder(settings.results_dir, names["a"], names["b"])
     folder.mkdir(parents=True, exist_ok=True)
     with staged_outputs(folder) as stage:
         stage.path("tables/compare.md").write_text(text + "\n")
@@ -286,17 +297,19 @@ def compare_runs(run_a: str, run_b: str, settings: AnalysisSettings, report: boo
         from toolcanary.analysis.figures import render_compare_figure
 
         (stage.root / "figures").mkdir()
-        for path in render_compare_figure(runs, found, stage.root / "figures", settings):
+        for path in render_compare_figure(compare.arm_series(arms, found["common_steps"]), found,
+                                          stage.root / "figures", settings):
             stage.adopt(path)
         if report:
-            stage.path(REPORT_FILE).write_text(render_compare(a.name, b.name, text, stage.root / "figures"),
+            stage.path(REPORT_FILE).write_text(render_compare(label_a, label_b, text, stage.root / "figures"),
                                                encoding="utf-8")
         written = stage.commit()
     print(text)
+    for warning in found["warnings"]:
+        print(f"make_figures: warning: {warning}", file=sys.stderr)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,39 +1,54 @@
-"""Two runs compared: each run's change over the same span of steps, side by side, and the difference of the two
-changes with an interval that carries both runs' repeat noise.
+"""Two arms compared, each one training run or several (other seeds of the same recipe): every run's change over
+the same span of steps, each arm's mean change, and the difference B − A with an interval.
 
     .venvs/analysis/bin/make_figures --compare RUN_A RUN_B
+    .venvs/analysis/bin/make_figures --compare A1,A2 B1,B2
     docker compose run analysis make_figures --compare trustee-qwen3-4b trustee-qwen3-4b-abstain
 
-RUN_A and RUN_B are run ids under the results folder (or run folders). Both need their pass folders: the
-comparison is made item by item, and the pass manifests say how each run was scored.
+Each arm is a run id under the results folder (or a run folder), or several separated by commas. Every run needs
+its pass folders: the comparison is made item by item, and the pass manifests say how each pass was scored.
 
-- **Comparable or refused.** Every pass counted at the two compared steps of both runs must agree on what
-  decides a number: bfcl-eval version, handler, categories, the items scored (sample size, seed and ids),
-  the served context window, temperature, output cap and the overlong rule. The first difference is named,
-  with both runs' values, before anything is computed.
-- **Steps.** Both runs' headline tables are restricted to the steps both scored; each run's change is taken
-  from the baseline step to the last step both scored, so the two changes cover the same training span.
-- **Change** of a run (`delta_pp`): as `--items` computes it (`toolcanary.analysis.items`), the aggregate at
-  the last step minus at the baseline, from each item's share of passes correct, over the items the run
-  scored in every pass of both steps.
-- **Difference** (`difference_pp`): run B's change minus run A's.
-- **Bootstrap interval** of each change and of the difference: for every category, items are resampled with
-  replacement and each drawn item's outcome at each step is read from one of that step's passes drawn
-  uniformly (repeat noise and item sampling, as `--items`). A category both runs scored on the same items
-  is resampled once for both (paired by item: the shared item difficulty cancels); otherwise each run's
-  items are drawn on their own. The draw order is in `bootstrap_changes`.
+- **Comparable or refused.** Every pass counted in the CSV, at every step all the runs scored, of every run of
+  both arms must agree on what decides a number (`SCORING_TERMS`): contract version, bfcl-eval version,
+  handler, categories, the items scored (sample size, seed and ids), the served context window and thinking
+  mode, temperature, output cap and the overlong rule. The first difference is named, with the run, step and
+  pass on each side, before anything is computed. A difference in `threads` (requests sent at once) is printed
+  as a warning: it can move a server's batch numerics, but the CPU sizing picks it per machine.
+- **Steps.** Every run's headline table is restricted to the steps all the runs scored; each run's change is
+  taken from the baseline step to the last step all of them scored, so every change covers the same span.
+- **Change** of a run (`runs_delta_pp`): as `--items` computes it (`toolcanary.analysis.items`), the aggregate
+  at the last step minus at the baseline, from each item's share of passes correct, over the items the run
+  scored in every pass of both steps. An arm's change (`delta_pp`) is the mean of its runs' changes, its
+  `first` and `last` the means of theirs.
+- **Difference** (`difference_pp`): arm B's change minus arm A's.
+- **Interval, several runs** (at least three in all, so the spread between runs has a degree of freedom): a
+  Student t interval on the runs' changes. With n_A and n_B runs, changes c and arm means m_A, m_B:
+  s² = (Σ_A (c − m_A)² + Σ_B (c − m_B)²) / (n_A + n_B − 2), s.e. = s·sqrt(1/n_A + 1/n_B), and
+  (m_B − m_A) ± t_q·s.e. with t_q the Student t quantile at (1 + level)/2 on n_A + n_B − 2 degrees of freedom;
+  each arm's own change gets m ± t_q·s/sqrt(n). Each run's change already carries its repeat noise, so the
+  interval holds the spread between training runs and the repeat noise, on this bank of items.
+- **Interval, one run per arm**: a percentile bootstrap of items. For every category, items are resampled with
+  replacement and each drawn item counts with its share of passes correct at each step (the mean over that
+  step's passes, as the change itself), so repeat noise enters once, through the items' shares. A category
+  both runs scored on the same items is resampled once for both (paired by item: the shared item difficulty
+  cancels); otherwise each run's items are drawn on their own. The draw order is in `bootstrap_changes`. The
+  two trained runs are held fixed: the spread between training runs is not in this interval, and the output
+  says so beside it.
 
-Writes `<results>/_compare/<A>_vs_<B>/` (a name no run id can take): tables/compare.md, compare.csv (full
-precision), compare.json (the findings) and figures/compare.png and .pdf (both runs' abstention and
-tool-call series against step).
+Writes `<results>/_compare/<A>_vs_<B>/` (a name no run id can take), with an arm of several runs named by its
+runs in the order given, joined by `+` (`A1+A2_vs_B1+B2`; a name past 255 bytes is cut to the first run of each
+arm, how many more, and a hash of the whole name): tables/compare.md, compare.csv (full precision),
+compare.json (the findings) and figures/compare.png and .pdf (each arm's abstention and tool-call series
+against step).
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -46,19 +61,56 @@ from toolcanary.analysis.passes import RunItems, pass_folder
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
-from toolcanary.contract.errors import ContractError
+from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.manifests import PASS_MANIFEST, EvalPassManifest
 
 COMPARE_DIR = "_compare"
+NAME_MAX = 255
+"""Bytes in one file name on the usual file systems: a longer compare folder name is shortened."""
 # What decides a pass's numbers, as the pass manifest records it; sample_ids stands for the items scored.
-SCORING_TERMS = ("bfcl_eval_version", "handler", "categories", "sample_size", "sample_seed", "sample_ids",
-                 "served_max_model_len", "temperature", "max_tokens", "overlong_counted_wrong")
+SCORING_TERMS = ("contract_version", "bfcl_eval_version", "handler", "categories", "sample_size", "sample_seed",
+                 "sample_ids", "served_max_model_len", "served_enable_thinking", "temperature", "max_tokens",
+                 "overlong_counted_wrong")
+# Recorded and compared, but a difference is a warning: the CPU sizing picks it per machine.
+WARNED_TERMS = ("threads",)
+BETWEEN_RUNS, ITEMS_BOOTSTRAP = "between_runs_t", "items_bootstrap"
+ONE_RUN_CAVEAT = ("with one training run per arm, this interval resamples the items (each counted with its share of "
+                  "repeat passes correct) of the two trained runs, which it holds fixed; the spread between training "
+                  "runs is not in it, so it cannot say whether another seed of either recipe would show the same "
+                  "difference")
 CSV_COLUMNS = ("aggregate", "a_first", "a_last", "a_delta_pp", "a_low", "a_high", "b_first", "b_last", "b_delta_pp",
-               "b_low", "b_high", "difference_pp", "difference_low", "difference_high", "paired_categories")
+               "b_low", "b_high", "difference_pp", "difference_low", "difference_high", "paired_categories",
+               "interval")
+SHOWN = ("Abstention required", "Tool call required")
+"""The aggregates the prose and the figure speak of."""
 
 
-def compare_folder(results_dir: Path, run_a: str, run_b: str) -> Path:
-    return results_dir / COMPARE_DIR / f"{Path(run_a).name}_vs_{Path(run_b).name}"
+def arm_names(given: str) -> list[str]:
+    """The runs of one arm as `--compare` takes them: one run, or several separated by commas.
+
+    Raises:
+        UsageError: an empty name (two commas, a comma at either end).
+    """
+    names = [name.strip() for name in given.split(",")]
+    if not all(names):
+        raise UsageError("--compare", "run ids or run folders separated by commas (A1,A2)", repr(given),
+                         "Remove the empty name")
+    return names
+
+
+def arm_label(names: Sequence[str]) -> str:
+    return "+".join(Path(name).name for name in names)
+
+
+def compare_folder(results_dir: Path, arm_a: Sequence[str], arm_b: Sequence[str]) -> Path:
+    """`<results>/_compare/A1+A2_vs_B1+B2`; a name past NAME_MAX bytes becomes
+    `A1+1more_vs_B1+1more_<12 hex digits of its sha256>`."""
+    name = f"{arm_label(arm_a)}_vs_{arm_label(arm_b)}"
+    if len(name.encode()) > NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        name = "_vs_".join(f"{Path(arm[0]).name}+{len(arm) - 1}more" if len(arm) > 1 else Path(arm[0]).name
+                           for arm in (arm_a, arm_b)) + f"_{digest}"
+    return results_dir / COMPARE_DIR / name
 
 
 def run_folder(results_dir: Path, run: str) -> Path:
@@ -79,6 +131,19 @@ class ComparedRun:
     items: RunItems
 
 
+# "a" and "b": the runs of each arm, in the order given.
+Arms = Mapping[str, Sequence[ComparedRun]]
+
+
+def _all_runs(arms: Arms) -> list[ComparedRun]:
+    return [*arms["a"], *arms["b"]]
+
+
+def command_label(arms: Arms) -> str:
+    """The comparison as it was asked for, for messages: `--compare A1,A2 B1`."""
+    return "--compare " + " ".join(",".join(run.name for run in arms[side]) for side in ("a", "b"))
+
+
 def _restricted(run: BfclRun, steps: list[int]) -> BfclRun:
     keep = [i for i, s in enumerate(run.steps) if int(s) in steps]
     return replace(run, steps=run.steps[keep], counts=tuple(run.counts[i] for i in keep),
@@ -86,66 +151,89 @@ def _restricted(run: BfclRun, steps: list[int]) -> BfclRun:
                    unparsed=tuple(run.unparsed[i] for i in keep))
 
 
-def scoring_terms(run: ComparedRun, steps: tuple[int, int]) -> dict[str, Any]:
-    """The scoring terms every counted pass of `steps` shares.
+def pass_terms(run: ComparedRun, step: int, pass_index: int) -> dict[str, Any]:
+    """The scoring terms (and the warned ones) one counted pass was scored under, from its manifest.
 
     Raises:
-        ContractError: a pass without its manifest, or two passes of the run scored under different terms.
+        ContractError: the pass has no readable manifest.
     """
-    seen: dict[str, Any] | None = None
-    where = ""
-    for step in steps:
-        for pass_index in run.items.pass_indices(step):
-            path = pass_folder(run.data, step, pass_index) / PASS_MANIFEST
-            try:
-                manifest = EvalPassManifest.model_validate_json(path.read_bytes())
-            except (OSError, ValueError) as err:
-                raise ContractError(str(path), "the pass manifest the evaluation wrote (it says how the pass was "
-                                               "scored)", f"{type(err).__name__}: {str(err)[:200]}",
-                                    "Copy the run's pass folders whole, or re-score that pass") from None
-            terms = {name: getattr(manifest, name) for name in SCORING_TERMS}
-            terms["categories"] = sorted(terms["categories"])
-            terms["sample_ids"] = {c: sorted(ids) for c, ids in sorted(terms["sample_ids"].items())}
-            if seen is not None and terms != seen:
-                name = next(n for n in SCORING_TERMS if terms[n] != seen[n])
-                raise ContractError(f"{run.data}: {path.parent.name}", f"{name} = {_shown(seen[name])}, as {where}",
-                                    _shown(terms[name]), "Compare runs scored one way throughout; re-score the "
-                                                         "passes that differ")
-            seen, where = terms, path.parent.name
-    assert seen is not None
-    return seen
+    path = pass_folder(run.data, step, pass_index) / PASS_MANIFEST
+    try:
+        manifest = EvalPassManifest.model_validate_json(path.read_bytes())
+    except (OSError, ValueError) as err:
+        raise ContractError(str(path), "the pass manifest the evaluation wrote (it says how the pass was "
+                                       "scored)", f"{type(err).__name__}: {str(err)[:200]}",
+                            "Copy the run's pass folders whole, or re-score that pass") from None
+    terms = {name: getattr(manifest, name) for name in (*SCORING_TERMS, *WARNED_TERMS)}
+    terms["categories"] = sorted(terms["categories"])
+    terms["sample_ids"] = {c: sorted(ids) for c, ids in sorted(terms["sample_ids"].items())}
+    return terms
 
 
 def _shown(value: Any) -> str:
     if isinstance(value, dict):
         return f"{sum(map(len, value.values()))} sampled ids over {len(value)} categories" if value else "all items"
+    if value is None:
+        return "None (not recorded)"
     return repr(value)
 
 
-def check_comparable(a: ComparedRun, terms_a: dict[str, Any], b: ComparedRun, terms_b: dict[str, Any]) -> None:
-    for name in SCORING_TERMS:
-        if terms_a[name] != terms_b[name]:
-            detail = ""
-            if name == "sample_ids":
-                differ = sorted(c for c in {*terms_a[name], *terms_b[name]}
-                                if terms_a[name].get(c) != terms_b[name].get(c))
-                detail = f" (the ids differ in {differ[:5]})"
-            raise ContractError(
-                f"--compare {a.name} {b.name}: {name}", f"both runs scored alike; {a.name} has {_shown(terms_a[name])}",
-                f"{b.name} has {_shown(terms_b[name])}{detail}",
-                "A difference in how the runs were scored would pass for a difference of training: re-score one "
-                "run the way the other was (make eval with the same BFCL install, sample and serving), then compare")
+def check_comparable(arms: Arms, steps: Sequence[int]) -> tuple[dict[str, Any], list[str]]:
+    """The scoring terms every counted pass of every run shares at `steps`, and the warnings (a difference in
+    threads). Runs are read in the order given, A's then B's, each step ascending, each pass ascending; the
+    first pass read is the reference the others are held to.
+
+    Raises:
+        ContractError: a pass without its manifest, or one scored under other terms than the reference, naming
+            the term and, on each side, the run, step and pass.
+    """
+    reference: dict[str, Any] | None = None
+    where = ""
+    threads: dict[int, list[str]] = {}
+    for run in _all_runs(arms):
+        for step in steps:
+            for pass_index in run.items.pass_indices(step):
+                terms = pass_terms(run, step, pass_index)
+                here = f"{run.name} step {step} pass {pass_index}"
+                threads.setdefault(terms.pop("threads"), []).append(here)
+                if reference is None:
+                    reference, where = terms, here
+                    continue
+                name = next((n for n in SCORING_TERMS if terms[n] != reference[n]), None)
+                if name is None:
+                    continue
+                detail = ""
+                if name == "sample_ids":
+                    differ = sorted(c for c in {*terms[name], *reference[name]}
+                                    if terms[name].get(c) != reference[name].get(c))
+                    detail = f" (the ids differ in {differ[:5]})"
+                raise ContractError(
+                    f"{command_label(arms)}: {name}",
+                    f"every counted pass of every run scored alike; {where} has {_shown(reference[name])}",
+                    f"{here} has {_shown(terms[name])}{detail}",
+                    "A difference in how the passes were scored would pass for a difference of training: re-score "
+                    "one run the way the other was (make eval with the same BFCL install, sample and serving), or "
+                    "the passes that differ, then compare")
+    assert reference is not None
+    warnings = []
+    if len(threads) > 1:
+        seen = "; ".join(f"{n} in {len(passes)} pass(es), e.g. {passes[0]}" for n, passes in sorted(threads.items()))
+        warnings.append(f"the passes sent different numbers of requests at once (threads: {seen}); on a GPU server "
+                        "that can move batch numerics, and so a score, a little. Not refused: the CPU sizing picks "
+                        "threads per machine")
+    return reference, warnings
 
 
-def aligned_span(a: ComparedRun, b: ComparedRun) -> tuple[list[int], tuple[int, int]]:
-    """The steps both runs scored, and the span compared: the baseline and the last common step."""
-    common = sorted({int(s) for s in a.bfcl.steps} & {int(s) for s in b.bfcl.steps})
-    first = int(a.bfcl.steps[0])
-    if int(b.bfcl.steps[0]) != first or len(common) < 2:
-        raise ContractError(f"--compare {a.name} {b.name}: steps",
-                            "the baseline and at least one later step scored in both runs",
-                            f"{a.name} scored {_steps(a.bfcl)}, {b.name} scored {_steps(b.bfcl)}",
-                            "Score a common step in both runs (make eval STEP=N RUN=...)")
+def aligned_span(arms: Arms) -> tuple[list[int], tuple[int, int]]:
+    """The steps every run scored, and the span compared: the baseline and the last common step."""
+    runs = _all_runs(arms)
+    common = sorted(set.intersection(*({int(s) for s in run.bfcl.steps} for run in runs)))
+    first = int(runs[0].bfcl.steps[0])
+    if any(int(run.bfcl.steps[0]) != first for run in runs) or len(common) < 2:
+        raise ContractError(f"{command_label(arms)}: steps",
+                            "the baseline and at least one later step scored in every run",
+                            "; ".join(f"{run.name} scored {_steps(run.bfcl)}" for run in runs),
+                            "Score a common step in every run (make eval STEP=N RUN=...)")
     return common, (first, common[-1])
 
 
@@ -163,6 +251,12 @@ def _measurable(paired: list[PairedCategory]) -> list[str]:
     return [a.name for a in AGGREGATES if all(sizes.get(c) for c in a.categories)]
 
 
+def run_values(paired: list[PairedCategory]) -> dict[str, tuple[float, float]]:
+    """(at the baseline, at the last step) of every aggregate the run can measure, from its paired items."""
+    first, last = _shares(paired, "a"), _shares(paired, "b")
+    return {name: (aggregate_value(name, first), aggregate_value(name, last)) for name in _measurable(paired)}
+
+
 def bootstrap_changes(paired_a: list[PairedCategory], paired_b: list[PairedCategory], replicates: int,
                       seed: int) -> dict[str, dict[str, np.ndarray]]:
     """Bootstrap replicates (pp) of run A's change, run B's change and their difference B − A, per aggregate
@@ -175,27 +269,28 @@ def bootstrap_changes(paired_a: list[PairedCategory], paired_b: list[PairedCateg
             for each category with paired items in either run, in the order of toolcanary.contract.bfcl.CATEGORIES:
                 shared = both runs have paired items there, and the same ids
                 for run in (A, B), skipping a run without paired items there:
-                    n = its paired items, rows in ascending id order; k_first, k_last = its passes at the
-                        baseline and at the last step, columns in ascending pass index
+                    n = its paired items, rows in ascending id order
                     rows = (A's rows of this category) if shared and run is B else rng.integers(0, n, size=n)
-                    at_first = rng.integers(0, k_first, size=n)
-                    at_last = rng.integers(0, k_last, size=n)
-                    counts[run][first][category] = (sum_i FIRST[rows[i], at_first[i]], n)
-                    counts[run][last][category] = (sum_i LAST[rows[i], at_last[i]], n)
+                    counts[run][first][category] = (sum_i FIRST[rows[i]], n)
+                    counts[run][last][category] = (sum_i LAST[rows[i]], n)
             change[run][r] = aggregate_value(aggregate, counts[run][last]) − aggregate_value(aggregate, counts[run][first])
             difference[r] = change[B][r] − change[A][r]
 
-    FIRST[i, j] is True when item i was correct in the j-th pass at the baseline (PairedCategory.a), LAST at the
-    last step (PairedCategory.b).
+    FIRST[i] is item i's share of passes correct at the baseline (the mean over the columns of
+    PairedCategory.a, one per pass), LAST at the last step (PairedCategory.b): no pass is drawn, each drawn item
+    counts with the mean over its passes, as the change itself does.
     """
     by_run = {"a": {p.category: p for p in paired_a if p.size}, "b": {p.category: p for p in paired_b if p.size}}
+    shares = {run: {c: (p.a.mean(axis=1), p.b.mean(axis=1)) for c, p in paired.items()}
+              for run, paired in by_run.items()}
     names = [n for n in _measurable(paired_a) if n in _measurable(paired_b)]
     out = {n: {"a": np.empty(replicates), "b": np.empty(replicates), "difference": np.empty(replicates)}
            for n in names}
     order = [c.name for c in CATEGORIES if c.name in by_run["a"] or c.name in by_run["b"]]
     rng = np.random.default_rng(seed)
     for r in range(replicates):
-        counts = {run: {"first": {}, "last": {}} for run in by_run}
+        counts: dict[str, dict[str, dict[str, tuple[float, int]]]] = {run: {"first": {}, "last": {}}
+                                                                      for run in by_run}
         for category in order:
             in_a, in_b = by_run["a"].get(category), by_run["b"].get(category)
             shared = in_a is not None and in_b is not None and in_a.ids == in_b.ids
@@ -205,10 +300,9 @@ def bootstrap_changes(paired_a: list[PairedCategory], paired_b: list[PairedCateg
                     continue
                 if not (shared and run == "b"):
                     rows = rng.integers(0, paired.size, size=paired.size)
-                at_first = rng.integers(0, paired.a.shape[1], size=paired.size)
-                at_last = rng.integers(0, paired.b.shape[1], size=paired.size)
-                counts[run]["first"][category] = (int(paired.a[rows, at_first].sum()), paired.size)
-                counts[run]["last"][category] = (int(paired.b[rows, at_last].sum()), paired.size)
+                first, last = shares[run][category]
+                counts[run]["first"][category] = (float(first[rows].sum()), paired.size)
+                counts[run]["last"][category] = (float(last[rows].sum()), paired.size)
         for name in names:
             for run in by_run:
                 out[name][run][r] = (aggregate_value(name, counts[run]["last"])
@@ -217,38 +311,86 @@ def bootstrap_changes(paired_a: list[PairedCategory], paired_b: list[PairedCateg
     return out
 
 
-def compare_findings(a: ComparedRun, b: ComparedRun, settings: AnalysisSettings) -> dict[str, Any]:
-    """Everything the comparison reports (JSON-ready), after the refusals."""
-    common, span = aligned_span(a, b)
-    terms_a, terms_b = scoring_terms(a, span), scoring_terms(b, span)
-    check_comparable(a, terms_a, b, terms_b)
-    paired_a, paired_b = pair_steps(a.items, *span), pair_steps(b.items, *span)
-    replicates = bootstrap_changes(paired_a, paired_b, settings.bootstrap_replicates, settings.bootstrap_seed)
-    ids_b = {p.category: p.ids for p in paired_b if p.size}
+def between_run_interval(changes_a: Sequence[float], changes_b: Sequence[float], level: float) -> dict[str, Any]:
+    """The Student t interval of the difference of arm means B − A from the runs' changes, with the between-run
+    variance pooled over both arms (n_A + n_B − 2 degrees of freedom, at least 1), and each arm mean's interval
+    on the same pooled s.d."""
+    from scipy.stats import t
+
+    a, b = np.asarray(changes_a, dtype=float), np.asarray(changes_b, dtype=float)
+    df = len(a) + len(b) - 2
+    if df < 1:
+        raise ValueError("a between-run interval needs at least three runs in all")
+    sd = math.sqrt((float(np.sum((a - a.mean()) ** 2)) + float(np.sum((b - b.mean()) ** 2))) / df)
+    quantile = float(t.ppf((1 + level) / 2, df))
+    se = sd * math.sqrt(1 / len(a) + 1 / len(b))
+    difference = float(b.mean() - a.mean())
+
+    def around(centre: float, half: float) -> list[float]:
+        return [centre - half, centre + half]
+
+    return {"df": df, "t_quantile": quantile, "between_run_sd_pp": sd, "standard_error_pp": se,
+            "difference": around(difference, quantile * se),
+            "a": around(float(a.mean()), quantile * sd / math.sqrt(len(a))),
+            "b": around(float(b.mean()), quantile * sd / math.sqrt(len(b)))}
+
+
+def compare_findings(arms: Arms, settings: AnalysisSettings) -> dict[str, Any]:
+    """Everything the comparison reports (JSON-ready), after the refusals; `warnings` are for printing too."""
+    common, span = aligned_span(arms)
+    terms, warnings = check_comparable(arms, common)
+    paired = {side: [pair_steps(run.items, *span) for run in arms[side]] for side in ("a", "b")}
+    values = {side: [run_values(p) for p in paired[side]] for side in ("a", "b")}
+    single = len(arms["a"]) == 1 and len(arms["b"]) == 1
     level = settings.interval_level
-    rows = {}
+    if single:
+        replicates = bootstrap_changes(paired["a"][0], paired["b"][0], settings.bootstrap_replicates,
+                                       settings.bootstrap_seed)
+        ids_b = {p.category: p.ids for p in paired["b"][0] if p.size}
+        interval: dict[str, Any] = {"method": ITEMS_BOOTSTRAP, "level": level,
+                                    "replicates": settings.bootstrap_replicates, "seed": settings.bootstrap_seed,
+                                    "kind": "percentile", "leaves_out": ONE_RUN_CAVEAT}
+    else:
+        runs = len(arms["a"]) + len(arms["b"])
+        interval = {"method": BETWEEN_RUNS, "level": level, "df": runs - 2, "holds": (
+            "the spread between training runs and each run's repeat noise, on this bank of items")}
+    rows: dict[str, dict[str, Any]] = {}
     for aggregate in AGGREGATES:
-        if aggregate.name not in replicates:
-            rows[aggregate.name] = {"not_measurable": "a category of it has no item scored at both steps in a run"}
+        name = aggregate.name
+        if not all(name in v for side in values.values() for v in side):
+            rows[name] = {"not_measurable": "a category of it has no item scored at both steps in a run"}
             continue
         row: dict[str, Any] = {}
-        for side, paired in (("a", paired_a), ("b", paired_b)):
-            first = aggregate_value(aggregate.name, _shares(paired, "a"))
-            last = aggregate_value(aggregate.name, _shares(paired, "b"))
-            row[side] = {"first": first, "last": last, "delta_pp": last - first,
-                         "interval_pp": list(percentile_interval(replicates[aggregate.name][side], level))}
+        changes = {side: [v[name][1] - v[name][0] for v in values[side]] for side in ("a", "b")}
+        for side in ("a", "b"):
+            row[side] = {"first": float(np.mean([v[name][0] for v in values[side]])),
+                         "last": float(np.mean([v[name][1] for v in values[side]])),
+                         "delta_pp": float(np.mean(changes[side])), "runs_delta_pp": changes[side]}
         row["difference_pp"] = row["b"]["delta_pp"] - row["a"]["delta_pp"]
-        row["difference_interval_pp"] = list(percentile_interval(replicates[aggregate.name]["difference"], level))
-        row["paired_categories"] = [c for c in aggregate.categories
-                                    if any(p.category == c and p.size and p.ids == ids_b.get(c) for p in paired_a)]
-        rows[aggregate.name] = row
+        if single:
+            for side in ("a", "b"):
+                row[side]["interval_pp"] = list(percentile_interval(replicates[name][side], level))
+            row["difference_interval_pp"] = list(percentile_interval(replicates[name]["difference"], level))
+            row["paired_categories"] = [c for c in aggregate.categories if any(
+                p.category == c and p.size and p.ids == ids_b.get(c) for p in paired["a"][0])]
+        else:
+            t = between_run_interval(changes["a"], changes["b"], level)
+            interval["t_quantile"] = t["t_quantile"]
+            for side in ("a", "b"):
+                row[side]["interval_pp"] = t[side]
+            row["difference_interval_pp"] = t["difference"]
+            row["between_run_sd_pp"], row["standard_error_pp"] = t["between_run_sd_pp"], t["standard_error_pp"]
+            row["paired_categories"] = []
+        rows[name] = row
     return {
-        "runs": {"a": a.name, "b": b.name}, "common_steps": common, "span": list(span),
-        "passes": {side: {str(s): list(run.items.pass_indices(s)) for s in span}
-                   for side, run in (("a", a), ("b", b))},
-        "scoring": {k: _shown(v) if k == "sample_ids" else v for k, v in terms_a.items()},
-        "bootstrap": {"replicates": settings.bootstrap_replicates, "seed": settings.bootstrap_seed,
-                      "level": level, "interval": "percentile"},
+        "runs": {side: arm_label([run.name for run in arms[side]]) for side in ("a", "b")},
+        "arms": {side: [run.name for run in arms[side]] for side in ("a", "b")},
+        "common_steps": common, "span": list(span),
+        "passes": {side: {run.name: {str(s): list(run.items.pass_indices(s)) for s in span} for run in arms[side]}
+                   for side in ("a", "b")},
+        "scoring": {k: _shown(v) if k == "sample_ids" else v for k, v in terms.items()},
+        "warnings": warnings,
+        "interval": interval,
         "aggregates": rows,
     }
 
@@ -259,9 +401,26 @@ def load_compared(results_dir: Path, run: str, settings: AnalysisSettings) -> Co
     return ComparedRun(Path(run).name, data, bfcl, RunItems(bfcl, data))
 
 
-def restricted_runs(a: ComparedRun, b: ComparedRun, common: list[int]) -> tuple[BfclRun, BfclRun]:
-    """Both runs' CSV series on the steps both scored (for their headline tables and the figure)."""
-    return _restricted(a.bfcl, common), _restricted(b.bfcl, common)
+def restricted_runs(arms: Arms, common: list[int]) -> dict[str, BfclRun]:
+    """Every run's CSV series on the steps all the runs scored (for its headline table), by run name."""
+    return {run.name: _restricted(run.bfcl, common) for run in _all_runs(arms)}
+
+
+def arm_series(arms: Arms, common: list[int]) -> dict[str, BfclRun]:
+    """Each arm's series for the figure, by arm label: one run's own, or every pass of its runs at each common
+    step taken together (the mean over them, their s.d. holding both the spread between runs and the repeats)."""
+    out = {}
+    for side in ("a", "b"):
+        runs = [_restricted(run.bfcl, common) for run in arms[side]]
+        merged = runs[0]
+        if len(runs) > 1:
+            counts = tuple(tuple(c for run in runs for c in run.counts[i]) for i in range(len(common)))
+            merged = replace(merged, counts=counts,
+                             pass_indices=tuple(tuple(range(1, len(c) + 1)) for c in counts),
+                             unparsed=tuple(tuple(u for run in runs for u in run.unparsed[i])
+                                            for i in range(len(common))))
+        out[arm_label([run.name for run in arms[side]])] = merged
+    return out
 
 
 def _interval(values: list[float]) -> str:
@@ -271,9 +430,12 @@ def _interval(values: list[float]) -> str:
 def render_markdown(found: Mapping[str, Any]) -> str:
     a, b = found["runs"]["a"], found["runs"]["b"]
     first, last = found["span"]
-    level = round(100 * found["bootstrap"]["level"])
+    level = round(100 * found["interval"]["level"])
+    single = found["interval"]["method"] == ITEMS_BOOTSTRAP
+    kind = "item bootstrap" if single else "between runs"
     headers = ["", f"{a} step {first}", f"{a} step {last}", f"{a} delta pp", f"{b} step {first}",
-               f"{b} step {last}", f"{b} delta pp", "B - A pp", f"{level}% interval", "paired by item"]
+               f"{b} step {last}", f"{b} delta pp", "B - A pp", f"{level}% interval ({kind})",
+               "paired by item" if single else "between-run s.d. pp"]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * (len(headers) - 1)) + "|"]
     for name, row in found["aggregates"].items():
         if "not_measurable" in row:
@@ -281,11 +443,20 @@ def render_markdown(found: Mapping[str, Any]) -> str:
             continue
         ra, rb = row["a"], row["b"]
         aggregate = next(x for x in AGGREGATES if x.name == name)
-        paired = f"{len(row['paired_categories'])}/{len(aggregate.categories)} categories"
+        last_cell = (f"{len(row['paired_categories'])}/{len(aggregate.categories)} categories" if single
+                     else f"{row['between_run_sd_pp']:.2f}")
         cells = [f"{ra['first']:.2f}", f"{ra['last']:.2f}", f"{ra['delta_pp']:+.2f} {_interval(ra['interval_pp'])}",
                  f"{rb['first']:.2f}", f"{rb['last']:.2f}", f"{rb['delta_pp']:+.2f} {_interval(rb['interval_pp'])}",
-                 f"{row['difference_pp']:+.2f}", _interval(row["difference_interval_pp"]), paired]
+                 f"{row['difference_pp']:+.2f}", _interval(row["difference_interval_pp"]), last_cell]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    if not single:
+        lines += ["", f"Each run's change, step {first} -> {last} (pp):", ""]
+        names = [n for n, row in found["aggregates"].items() if "not_measurable" not in row]
+        lines += ["| run | arm | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+        for side in ("a", "b"):
+            for i, run in enumerate(found["arms"][side]):
+                cells = [f"{found['aggregates'][n][side]['runs_delta_pp'][i]:+.2f}" for n in names]
+                lines.append(f"| {run} | {side.upper()} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -293,33 +464,50 @@ def render_csv(found: Mapping[str, Any]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
+    method = found["interval"]["method"]
     for name, row in found["aggregates"].items():
         if "not_measurable" in row:
-            writer.writerow([name, *[""] * (len(CSV_COLUMNS) - 1)])
+            writer.writerow([name, *[""] * (len(CSV_COLUMNS) - 2), method])
             continue
         ra, rb = row["a"], row["b"]
         values = [ra["first"], ra["last"], ra["delta_pp"], *ra["interval_pp"], rb["first"], rb["last"],
                   rb["delta_pp"], *rb["interval_pp"], row["difference_pp"], *row["difference_interval_pp"]]
-        writer.writerow([name, *(repr(float(v)) for v in values), ";".join(row["paired_categories"])])
+        writer.writerow([name, *(repr(float(v)) for v in values), ";".join(row["paired_categories"]), method])
     return buffer.getvalue()
 
 
 def prose(found: Mapping[str, Any]) -> list[str]:
     a, b = found["runs"]["a"], found["runs"]["b"]
     first, last = found["span"]
-    level = round(100 * found["bootstrap"]["level"])
-    lines = [f"Compared over steps {first} -> {last} (both runs scored {len(found['common_steps'])} common steps), "
+    interval = found["interval"]
+    level = round(100 * interval["level"])
+    single = interval["method"] == ITEMS_BOOTSTRAP
+    lines = [f"Compared over steps {first} -> {last} (every run scored {len(found['common_steps'])} common steps), "
              f"scored alike ({found['scoring']['bfcl_eval_version']}, {found['scoring']['handler']}, "
              f"{len(found['scoring']['categories'])} categories)."]
-    for name in ("Abstention required", "Tool call required"):
+    if single:
+        lines.append(f"Interval: {level}% percentile bootstrap of items; {ONE_RUN_CAVEAT}.")
+    else:
+        counts = {side: len(found["arms"][side]) for side in ("a", "b")}
+        lines.append(f"A = {', '.join(found['arms']['a'])} ({counts['a']} run(s)); B = {', '.join(found['arms']['b'])} "
+                     f"({counts['b']} run(s)); each arm's change is the mean of its runs' changes.")
+        lines.append(f"Interval: {level}% Student t on the runs' changes ({interval['df']} df, between-run variance "
+                     f"pooled over both arms): it holds {interval['holds']}.")
+    for name in SHOWN:
         row = found["aggregates"].get(name, {})
         if "not_measurable" in row or not row:
             continue
         low, high = row["difference_interval_pp"]
-        verdict = ("the interval excludes 0" if low > 0 or high < 0 else "the interval includes 0")
+        if not (low > 0 or high < 0):
+            verdict = "the interval includes 0"
+        elif single:
+            verdict = "the interval excludes 0 for these two training runs only; another seed may differ"
+        else:
+            verdict = "the interval excludes 0"
         lines.append(f"{name}: {a} changed {row['a']['delta_pp']:+.2f} pp, {b} {row['b']['delta_pp']:+.2f} pp; "
                      f"B - A = {row['difference_pp']:+.2f} pp, {level}% interval {_interval([low, high])} "
                      f"({verdict}).")
+    lines += [f"Warning: {warning}." for warning in found["warnings"]]
     return lines
 
 

@@ -2,8 +2,8 @@
 
 The readers in `toolcanary.contract.csv_schemas` check each row; this module adds what only the analysis
 needs: at least two distinct steps, every category the five aggregates use, and no empty category. It keeps
-each pass's index (the pass folders are named by it) and its `correct_unparsed` cells, None where not
-measured.
+each pass's index (the pass folders are named by it), its `correct_unparsed` cells, None where not
+measured, and each row as read, with the other counts beside correct/total (contract 1.10).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import csv
 import logging
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from toolcanary.contract.csv_schemas import (
     BFCL_BY_CATEGORY,
     CORRECT_UNPARSED,
     TRAIN_METRICS,
+    BfclRow,
     read_bfcl_by_category,
     read_train_metrics,
 )
@@ -71,6 +72,12 @@ class BfclRun:
     """Per step, per pass: category -> correct_unparsed (None: the cell is empty or the column absent)."""
     has_unparsed_column: bool
     """Whether the file has the correct_unparsed column at all (files from before contract 1.5 do not)."""
+    rows: Mapping[tuple[int, int], Mapping[str, BfclRow]] = field(default_factory=dict)
+    """Per (step, pass index): category -> its row as read, with the counts beside correct/total
+    (`csv_schemas.MEASURED_COLUMNS`, None where not measured). Keyed by step and pass, not by position, so a
+    run restricted to some steps keeps it whole. Empty for a run not read from a file."""
+    columns: tuple[str, ...] = ()
+    """The file's header (empty for a run not read from a file)."""
 
     @property
     def categories(self) -> tuple[str, ...]:
@@ -139,8 +146,12 @@ def load_bfcl(path: Path, baseline_step: int = 0, min_steps: int = 2) -> BfclRun
     counts = tuple(tuple(grouped[int(s)][p] for p in passes) for s, passes in zip(steps, indices, strict=True))
     cells = tuple(tuple(unparsed[int(s)][p] for p in passes) for s, passes in zip(steps, indices, strict=True))
     log.info("read %d rows from %s: %d steps, %d passes", len(rows), path, len(steps), sum(map(len, counts)))
+    by_pass: dict[tuple[int, int], dict[str, BfclRow]] = {}
+    for row in rows:
+        by_pass.setdefault((row.step, row.pass_index), {})[row.category] = row
+    header = tuple(_header(path))
     return BfclRun(path=path, steps=steps, counts=counts, pass_indices=indices, unparsed=cells,
-                   has_unparsed_column=CORRECT_UNPARSED in _header(path))
+                   has_unparsed_column=CORRECT_UNPARSED in header, rows=by_pass, columns=header)
 
 
 def _header(path: Path) -> list[str]:

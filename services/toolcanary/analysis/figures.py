@@ -22,11 +22,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen before pyplot loads)
 import numpy as np  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
 from toolcanary.analysis.data import BfclRun, TrainRun  # noqa: E402
-from toolcanary.analysis.panels import LEVEL, PERCENT, REWARD, SHARE, Series, frame  # noqa: E402
+from toolcanary.analysis.panels import LEVEL, PERCENT, REWARD, SHARE, Series, frame, step_axis  # noqa: E402
 from toolcanary.analysis.settings import AnalysisSettings  # noqa: E402
 from toolcanary.analysis.training_distribution import DistributionReport  # noqa: E402
 
@@ -84,7 +83,7 @@ def f1_training(train: TrainRun, found: dict[str, Any], settings: AnalysisSettin
         axes[2].plot([], [], color="0.2", ls="--", lw=1.0, label="levels either side of the best breakpoint")
     frame(SHARE, {axes[2]: [Series("", share)]})
     axes[2].set_ylabel("tool-call share")
-    axes[2].set_xlabel("training step")
+    step_axis(axes, train.steps)
     axes[2].legend(loc="best", frameon=False)
     one_step = " (one step: no trend measurable)" if found["step_count"] < 2 else ""
     fig.suptitle(f"Training in the simulated environment{one_step}", fontsize=10)
@@ -130,8 +129,7 @@ def f5_training_distribution(report: DistributionReport, settings: AnalysisSetti
     bottom.plot(steps, share, color="C0", lw=1.2, label="training tool-call share", **marks)
     frame(SHARE, {bottom: [Series("tool-call share", share)]})
     bottom.set_ylabel("tool-call share (training)")
-    bottom.set_xlabel("training step")
-    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    step_axis([top, bottom], np.concatenate([steps, np.asarray(report.benchmark_steps, dtype=float)]))
     twin = bottom.twinx()
     twin.spines["right"].set_visible(True)
     twin.grid(False)

@@ -15,9 +15,10 @@ import numpy as np
 
 from toolcanary.analysis.data import BfclRun, StepSeries
 from toolcanary.analysis.findings import SPLITS
-from toolcanary.analysis.panels import CHANGE_PP, PERCENT, Series, frame
+from toolcanary.analysis.panels import CHANGE_PP, PERCENT, Series, frame, step_axis
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.table import headline_rows, number_text
+from toolcanary.analysis.verdicts import p_text
 from toolcanary.contract.bfcl import BY_NAME, accuracy, aggregate_value, pooled
 
 WIDTH = 7.0
@@ -47,8 +48,8 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
             floor = 2 * math.sqrt(float(np.mean(np.square(sds))))
             ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
         # An undefined t (two steps, a flat series) reads "n/a", as in the table, never "+nan".
-        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, t = {number_text(row.trend.t, '+.2f')} "
-                     f"(HAC {number_text(row.trend.t_hac, '+.2f')})")
+        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, p change {p_text(row.test.p)} "
+                     f"(t {number_text(row.trend.t, '+.2f')}, descriptive)")
         frame(PERCENT, {ax: [Series("", row.series.values)]})
         ax.set_ylabel("accuracy (%)")
     legend_ax = axes.flat[-1]
@@ -61,10 +62,10 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
     ]
     legend_ax.legend(handles=handles, loc="center", frameon=False, fontsize=8)
     for ax in axes[-1]:
-        ax.set_xlabel("training step")
+        step_axis([ax], run.steps)
     axes[-1][1].tick_params(labelbottom=False)
     axes[1][1].tick_params(labelbottom=True)
-    axes[1][1].set_xlabel("training step")
+    step_axis([axes[1][1]], run.steps)
     fig.suptitle("BFCL V4 aggregates across training", fontsize=10)
     return fig
 
@@ -119,7 +120,7 @@ def f4_abstention_vs_tool_call(run: BfclRun) -> plt.Figure:
                                    series.values, ".2f"))
         ax.axhline(0, color="black", lw=0.7)
         ax.set_title(titles[key])
-        ax.set_xlabel("training step")
+        step_axis([ax], run.steps)
     # the three panels share one y axis, so one call fixes its range for all of them
     frame(CHANGE_PP, drawn)
     axes[0].set_ylabel(f"change since step {int(run.steps[0])} (pp)")
@@ -146,7 +147,7 @@ def compare_series(runs: dict[str, BfclRun], found: dict) -> plt.Figure:
             f"[{row['difference_interval_pp'][0]:+.2f}, {row['difference_interval_pp'][1]:+.2f}]")
         ax.set_title(title)
         frame(PERCENT, {ax: drawn})
-        ax.set_xlabel("training step")
+        step_axis([ax], np.concatenate([r.steps for r in runs.values()]))
         ax.set_ylabel("accuracy (%)")
         ax.legend(loc="best", frameon=False)
     a, b = found["runs"]["a"], found["runs"]["b"]

@@ -1,5 +1,5 @@
-"""Paired comparison of two checkpoints item by item: which items step B gained and lost against step A, and
-whether that is more than chance.
+"""Paired comparison of two checkpoints item by item: how far each aggregate changed from step A to step B on
+the same items, whether that is more than the passes' own noise, and which items moved.
 
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items                  # baseline vs last step
     .venvs/analysis/bin/make_figures --data volumes/results/RUN --items --steps 0 150 --findings
@@ -7,18 +7,29 @@ whether that is more than chance.
 The item outcomes come from the pass folders, read and checked against the CSV by `toolcanary.analysis.passes`.
 An item is paired when it is counted in every pass of both steps; the others are left out and counted.
 
-- **Fold rule.** An item's outcome at a step, over that step's passes, is "correct" when it is correct in more
-  than half of them; a tie (1 of 2, 2 of 4) counts as not correct (`fold`).
-- **Counts.** Per category and per aggregate (its categories' items pooled): gained (wrong at A, correct at
-  B), lost (correct at A, wrong at B), unchanged correct, unchanged wrong, on the folded outcomes.
-- **McNemar's exact test**, two-sided, on the discordant items: p = min(1, 2 P(X <= min(lost, gained))) with
-  X ~ Binomial(lost + gained, 1/2); p = 1 without discordant items (`mcnemar_exact`).
+- **Share.** Each item, at each step, is scored by its share of that step's passes in which it was correct;
+  nothing is folded to correct or wrong, so steps with different pass counts are measured alike.
 - **Change** (`delta_pp`): the aggregate at B minus at A, in percentage points, computed by the contract's
-  `aggregate_value` (`accuracy` for a category) from (sum over items of the share of passes correct, items)
-  per category: the pass-mean value of the table, restricted to the paired items.
-- **Paired bootstrap interval** of that change: items resampled with replacement within each category, each
-  drawn item's outcome at each step taken from one of that step's passes drawn uniformly, so the interval
-  carries repeat noise as well as item sampling; the draw order is in `bootstrap_differences`.
+  `aggregate_value` (`accuracy` for a category) from (sum over items of the share, items) per category: the
+  pass-mean value of the table restricted to the paired items, so Non-Live and Multi-Turn are means of
+  category means here as there.
+- **Permutation test** (`permutation_changes`, `permutation_p`): the p-value of the finding. Null: at each
+  item, the two checkpoints have the same chance of answering it correctly, and passes are independent draws
+  given the item; then the item's k_A + k_B pass outcomes are exchangeable, and the test deals them out again
+  at random, k_A to A and k_B to B. The statistic is the change itself, two-sided. Items are held fixed: it
+  answers "did the model change on this bank of items". Valid whatever the two pass counts; with one pass at
+  each step it is a sign-flip test of the discordant items. Permutations: `--bootstrap-replicates`; generator
+  seeded with `--bootstrap-seed`, apart from the bootstrap's.
+- **Paired bootstrap interval** (`bootstrap_differences`): items resampled with replacement within each
+  category, each drawn item carrying its share at A and at B. It answers "how far would the change vary over
+  other items like these" (the items as a sample); repeat noise enters once, through each item's share.
+- **Gained / lost**, descriptive: an item's share is higher at B than at A / lower. With one pass at each
+  step, wrong then correct / correct then wrong. With different pass counts they are uneven even without a change
+  (an item is all correct more often over fewer passes), so no verdict is drawn from them.
+- **McNemar's exact test** (`mcnemar_p`, not in the prose): on the pooled gained and lost items, reported only
+  when both steps have the same number of passes, the case in which an item is as likely gained as lost
+  without a change; null otherwise. It pools items, so for Non-Live and Multi-Turn it tests another quantity
+  than the change.
 
 `changed_items_csv` lists every gained and lost item; `make_figures` writes it to
 `tables/items_step{A}_step{B}.csv`.
@@ -40,19 +51,19 @@ from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, accuracy, aggregate_value
 from toolcanary.contract.errors import UsageError
 
-FOLD_RULE = ("an item is correct at a step when it is correct in more than half of that step's passes; a tie "
-             "counts as not correct")
+CHANGE_RULE = ("an item is gained when its share of passes correct is higher at B than at A, lost when it is "
+               "lower; descriptive only")
+PERMUTATION_NULL = ("at each item both steps have the same chance of a correct pass, passes independent given "
+                    "the item")
 CHANGED_ITEMS_COLUMNS = ("category", "id", "change", "share_correct_a", "share_correct_b", "answers_a", "answers_b")
 GAINED, LOST = "gained", "lost"
+TIE_PP = 1e-9
+"""A dealt change within this many pp of the observed one counts as being as large: the same change reached by
+another order of sums may round differently, and counting it keeps the p-value on the safe side."""
 
 
 def changed_items_file(step_a: int, step_b: int) -> str:
     return f"tables/items_step{step_a}_step{step_b}.csv"
-
-
-def fold(correct: np.ndarray) -> np.ndarray:
-    """Per item (row), correct in more than half of the passes (columns); a tie is not correct."""
-    return 2 * correct.sum(axis=1) > correct.shape[1]
 
 
 def mcnemar_exact(lost: int, gained: int) -> float:
@@ -87,14 +98,20 @@ class PairedCategory:
 
 @dataclass(frozen=True)
 class Tally:
+    """Items by how their share of passes correct moved; descriptive, the verdict is the permutation test's."""
+
     gained: int
     lost: int
     unchanged_correct: int
+    """Correct in every pass at both steps."""
     unchanged_wrong: int
+    """Wrong in every pass at both steps."""
+    unchanged_partial: int
+    """The same share at both steps, strictly between 0 and 1 (1 of 2 passes at each, say)."""
 
     @property
     def items(self) -> int:
-        return self.gained + self.lost + self.unchanged_correct + self.unchanged_wrong
+        return self.gained + self.lost + self.unchanged_correct + self.unchanged_wrong + self.unchanged_partial
 
     @property
     def net(self) -> int:
@@ -102,13 +119,26 @@ class Tally:
 
     def __add__(self, other: Tally) -> Tally:
         return Tally(self.gained + other.gained, self.lost + other.lost,
-                     self.unchanged_correct + other.unchanged_correct, self.unchanged_wrong + other.unchanged_wrong)
+                     self.unchanged_correct + other.unchanged_correct, self.unchanged_wrong + other.unchanged_wrong,
+                     self.unchanged_partial + other.unchanged_partial)
+
+
+def moved(paired: PairedCategory) -> tuple[np.ndarray, np.ndarray]:
+    """(gained, lost) per item: share of passes correct higher at B than at A, and lower. Compared as whole
+    numbers (a / k_A against b / k_B as a k_B against b k_A), so 1 of 3 and 2 of 6 are equal."""
+    correct_a, correct_b = paired.a.sum(axis=1), paired.b.sum(axis=1)
+    at_a, at_b = correct_a * paired.b.shape[1], correct_b * paired.a.shape[1]
+    return at_b > at_a, at_a > at_b
 
 
 def tally(paired: PairedCategory) -> Tally:
-    at_a, at_b = fold(paired.a), fold(paired.b)
-    return Tally(gained=int((~at_a & at_b).sum()), lost=int((at_a & ~at_b).sum()),
-                 unchanged_correct=int((at_a & at_b).sum()), unchanged_wrong=int((~at_a & ~at_b).sum()))
+    gained, lost = moved(paired)
+    every_a, every_b = paired.a.all(axis=1), paired.b.all(axis=1)
+    never_a, never_b = ~paired.a.any(axis=1), ~paired.b.any(axis=1)
+    same = ~gained & ~lost
+    return Tally(gained=int(gained.sum()), lost=int(lost.sum()),
+                 unchanged_correct=int((every_a & every_b).sum()), unchanged_wrong=int((never_a & never_b).sum()),
+                 unchanged_partial=int((same & ~(every_a & every_b) & ~(never_a & never_b)).sum()))
 
 
 def _matrix(step: StepItems, category: str, ids: list[str]) -> tuple[np.ndarray, tuple[tuple[str | None, ...], ...]]:
@@ -131,11 +161,6 @@ def pair_steps(items: RunItems, step_a: int, step_b: int) -> list[PairedCategory
     return paired
 
 
-def _share_counts(paired: list[PairedCategory], side: str) -> dict[str, tuple[float, int]]:
-    """(sum over items of the share of passes correct, items) per category with paired items."""
-    return {p.category: (float(getattr(p, side).mean(axis=1).sum()), p.size) for p in paired if p.size}
-
-
 def _measurable(paired: list[PairedCategory]) -> dict[str, str | None]:
     """Aggregate -> None when every category it needs has paired items, else why not."""
     sizes = {p.category: p.size for p in paired}
@@ -146,46 +171,111 @@ def _measurable(paired: list[PairedCategory]) -> dict[str, str | None]:
     return reasons
 
 
+Shares = dict[str, tuple[Any, int]]
+"""Category -> (sum over its items of the share of passes correct, items): a float, or an array with one value
+per replicate, which `accuracy` and `aggregate_value` carry through elementwise."""
+
+
+def _changes(drawn: list[PairedCategory], shares_a: Shares, shares_b: Shares,
+             aggregates: list[str]) -> dict[str, Any]:
+    """The change B − A in pp per category and per aggregate: the table's definitions, applied to the shares."""
+    changes = {p.category: accuracy(shares_b, p.category) - accuracy(shares_a, p.category) for p in drawn}
+    for name in aggregates:
+        changes[name] = aggregate_value(name, shares_b) - aggregate_value(name, shares_a)
+    return changes
+
+
+def observed_changes(paired: list[PairedCategory]) -> dict[str, float]:
+    """The change B − A in pp per category with paired items and per measurable aggregate (`delta_pp`)."""
+    drawn = [p for p in paired if p.size]
+    aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
+    # Σ over items of the share = correct passes / passes: the step's pass count is the same for every item.
+    shares_a = {p.category: (int(p.a.sum()) / p.a.shape[1], p.size) for p in drawn}
+    shares_b = {p.category: (int(p.b.sum()) / p.b.shape[1], p.size) for p in drawn}
+    return {name: float(value) for name, value in _changes(drawn, shares_a, shares_b, aggregates).items()}
+
+
+def permutation_changes(paired: list[PairedCategory], permutations: int, seed: int) -> dict[str, np.ndarray]:
+    """The change B − A in pp with each item's passes dealt out again at random between the two steps, per
+    category with paired items and per measurable aggregate: the permutation distribution under the null that
+    both steps have the same chance of answering each item correctly.
+
+    Dealing an item's k_A + k_B outcomes at random, k_A to A, puts a hypergeometric number of its correct ones
+    at A; an item correct in none or all of them comes out the same every time and draws nothing. The draw
+    order, exactly:
+
+        rng = numpy.random.default_rng(seed)
+        for each category with at least one paired item, in the order of toolcanary.contract.bfcl.CATEGORIES:
+            n = its paired items, in ascending id order (Python string order)
+            k_a, k_b = its passes at A and at B
+            s[i] = item i's correct passes at A and at B together
+            mixed = the items with 0 < s[i] < k_a + k_b, in item order; m = how many
+            at_a = rng.hypergeometric(s[mixed], k_a + k_b − s[mixed], k_a, size=(permutations, m))
+                # row r: for each mixed item, how many of its correct passes permutation r deals to A
+                # (the call is made even when m = 0)
+            correct_A[r] = k_a × (items with s = k_a + k_b) + Σ_j at_a[r, j];  correct_B[r] = Σ_i s[i] − correct_A[r]
+            shares_A[category] = (correct_A / k_a, n);  shares_B[category] = (correct_B / k_b, n)
+        change[category] = accuracy(shares_B, category) − accuracy(shares_A, category)
+        change[aggregate] = aggregate_value(aggregate, shares_B) − aggregate_value(aggregate, shares_A)
+
+    each elementwise over the permutations.
+    """
+    drawn = [p for p in paired if p.size]
+    aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
+    rng = np.random.default_rng(seed)
+    shares_a: Shares = {}
+    shares_b: Shares = {}
+    for p in drawn:
+        k_a, k_b = p.a.shape[1], p.b.shape[1]
+        together = p.a.sum(axis=1) + p.b.sum(axis=1)
+        mixed = together[(together > 0) & (together < k_a + k_b)]
+        at_a = rng.hypergeometric(mixed, k_a + k_b - mixed, k_a, size=(permutations, len(mixed)))
+        correct_a = k_a * int((together == k_a + k_b).sum()) + at_a.sum(axis=1)
+        correct_b = int(together.sum()) - correct_a
+        shares_a[p.category] = (correct_a / k_a, p.size)
+        shares_b[p.category] = (correct_b / k_b, p.size)
+    return _changes(drawn, shares_a, shares_b, aggregates)
+
+
+def permutation_p(observed: float, dealt: np.ndarray) -> float:
+    """Two-sided Monte Carlo p: (1 + #{|T*| ≥ |T| − TIE_PP}) / (1 + R), the dealt changes T* against the
+    observed T. Never 0: the observed dealing is one of the possible ones."""
+    as_large = np.abs(dealt) >= abs(observed) - TIE_PP
+    return float((1 + int(as_large.sum())) / (1 + len(dealt)))
+
+
 def bootstrap_differences(paired: list[PairedCategory], replicates: int, seed: int) -> dict[str, np.ndarray]:
-    """Bootstrap replicates of the change B − A in pp, per category and per measurable aggregate.
+    """Bootstrap replicates of the change B − A in pp, per category and per measurable aggregate: items
+    resampled with replacement within each category, each drawn item carrying its share of passes correct at
+    A and at B, so repeat noise enters once, through the shares.
 
     The draw order, exactly, so that a separately written reference reproduces every replicate:
 
         rng = numpy.random.default_rng(seed)
-        for r in range(replicates):
-            for each category with at least one paired item, in the order of
-                    toolcanary.contract.bfcl.CATEGORIES:
-                n = its paired items, rows in ascending id order (Python string order)
-                k_a, k_b = its passes at A and at B, columns in ascending pass index
-                rows = rng.integers(0, n, size=n)       # the items drawn, with replacement
-                at_a = rng.integers(0, k_a, size=n)     # for the i-th drawn item, the pass it is read from at A
-                at_b = rng.integers(0, k_b, size=n)     # ... and at B (both calls are made even when k = 1)
-                counts_A[category] = (sum_i A[rows[i], at_a[i]], n)
-                counts_B[category] = (sum_i B[rows[i], at_b[i]], n)
-            difference[category][r] = accuracy(counts_B, category) − accuracy(counts_A, category)
-            difference[aggregate][r] = aggregate_value(aggregate, counts_B) − aggregate_value(aggregate, counts_A)
+        for each category with at least one paired item, in the order of toolcanary.contract.bfcl.CATEGORIES:
+            n = its paired items, rows in ascending id order (Python string order)
+            k_a, k_b = its passes at A and at B
+            a[i], b[i] = item i's correct passes at A and at B
+            rows = rng.integers(0, n, size=(replicates, n))   # row r: the items replicate r draws
+            shares_A[category][r] = (Σ_i a[rows[r, i]] / k_a, n)   # Σ of the drawn items' shares at A
+            shares_B[category][r] = (Σ_i b[rows[r, i]] / k_b, n)
+        difference[category] = accuracy(shares_B, category) − accuracy(shares_A, category)
+        difference[aggregate] = aggregate_value(aggregate, shares_B) − aggregate_value(aggregate, shares_A)
 
-    A[i, j] is True when item i was correct in the j-th pass at A. Categories without a paired item draw
-    nothing; an aggregate that needs one is left out.
+    each elementwise over the replicates. Categories without a paired item draw nothing; an aggregate that
+    needs one is left out.
     """
     drawn = [p for p in paired if p.size]
     aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
-    differences = {name: np.empty(replicates) for name in [*(p.category for p in drawn), *aggregates]}
     rng = np.random.default_rng(seed)
-    for r in range(replicates):
-        counts_a: dict[str, tuple[int, int]] = {}
-        counts_b: dict[str, tuple[int, int]] = {}
-        for p in drawn:
-            rows = rng.integers(0, p.size, size=p.size)
-            at_a = rng.integers(0, p.a.shape[1], size=p.size)
-            at_b = rng.integers(0, p.b.shape[1], size=p.size)
-            counts_a[p.category] = (int(p.a[rows, at_a].sum()), p.size)
-            counts_b[p.category] = (int(p.b[rows, at_b].sum()), p.size)
-        for p in drawn:
-            differences[p.category][r] = accuracy(counts_b, p.category) - accuracy(counts_a, p.category)
-        for name in aggregates:
-            differences[name][r] = aggregate_value(name, counts_b) - aggregate_value(name, counts_a)
-    return differences
+    shares_a: Shares = {}
+    shares_b: Shares = {}
+    for p in drawn:
+        rows = rng.integers(0, p.size, size=(replicates, p.size))
+        # Whole numbers summed, then one division per replicate.
+        shares_a[p.category] = (p.a.sum(axis=1)[rows].sum(axis=1) / p.a.shape[1], p.size)
+        shares_b[p.category] = (p.b.sum(axis=1)[rows].sum(axis=1) / p.b.shape[1], p.size)
+    return _changes(drawn, shares_a, shares_b, aggregates)
 
 
 def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
@@ -195,11 +285,14 @@ def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, fl
     return float(low), float(high)
 
 
-def _entry(counted: Tally, delta: float, replicates: np.ndarray, level: float) -> dict[str, Any]:
+def _entry(counted: Tally, delta: float, dealt: np.ndarray, replicates: np.ndarray, level: float,
+           same_passes: bool) -> dict[str, Any]:
     return {
         "items": counted.items, "gained": counted.gained, "lost": counted.lost,
         "unchanged_correct": counted.unchanged_correct, "unchanged_wrong": counted.unchanged_wrong,
-        "net": counted.net, "mcnemar_p": mcnemar_exact(counted.lost, counted.gained), "delta_pp": delta,
+        "unchanged_partial": counted.unchanged_partial, "net": counted.net, "delta_pp": delta,
+        "permutation_p": permutation_p(delta, dealt),
+        "mcnemar_p": mcnemar_exact(counted.lost, counted.gained) if same_passes else None,
         "interval_pp": list(percentile_interval(replicates, level)), "not_measurable": None,
     }
 
@@ -225,29 +318,35 @@ def paired_findings(items: RunItems, steps: tuple[int, int], settings: AnalysisS
     """The findings of the paired comparison of two scored steps, and the paired items behind them."""
     step_a, step_b = check_steps(items, steps)
     paired = pair_steps(items, step_a, step_b)
+    passes_a, passes_b = items.pass_indices(step_a), items.pass_indices(step_b)
+    same_passes = len(passes_a) == len(passes_b)
+    observed = observed_changes(paired)
+    dealt = permutation_changes(paired, settings.bootstrap_replicates, settings.bootstrap_seed)
     replicates = bootstrap_differences(paired, settings.bootstrap_replicates, settings.bootstrap_seed)
-    shares_a, shares_b = _share_counts(paired, "a"), _share_counts(paired, "b")
     tallies = {p.category: tally(p) for p in paired}
+    reasons = _measurable(paired)
+    level = settings.interval_level
     categories = {}
     for p in paired:
         if not p.size:
             categories[p.category] = {"items": 0, "not_measurable": "no paired item"}
             continue
-        delta = accuracy(shares_b, p.category) - accuracy(shares_a, p.category)
-        categories[p.category] = _entry(tallies[p.category], delta, replicates[p.category], settings.interval_level)
+        name = p.category
+        categories[name] = _entry(tallies[name], observed[name], dealt[name], replicates[name], level, same_passes)
     aggregates = {}
     for aggregate in AGGREGATES:
-        reason = _measurable(paired)[aggregate.name]
-        if reason is not None:
-            aggregates[aggregate.name] = {"not_measurable": reason}
+        name = aggregate.name
+        if reasons[name] is not None:
+            aggregates[name] = {"not_measurable": reasons[name]}
             continue
-        counted = sum((tallies[c] for c in aggregate.categories), Tally(0, 0, 0, 0))
-        delta = aggregate_value(aggregate.name, shares_b) - aggregate_value(aggregate.name, shares_a)
-        aggregates[aggregate.name] = _entry(counted, delta, replicates[aggregate.name], settings.interval_level)
+        counted = sum((tallies[c] for c in aggregate.categories), Tally(0, 0, 0, 0, 0))
+        aggregates[name] = _entry(counted, observed[name], dealt[name], replicates[name], level, same_passes)
     found = {
         "steps": [step_a, step_b],
-        "passes": {"a": list(items.pass_indices(step_a)), "b": list(items.pass_indices(step_b))},
-        "fold_rule": FOLD_RULE,
+        "passes": {"a": list(passes_a), "b": list(passes_b)},
+        "change_rule": CHANGE_RULE,
+        "permutation": {"permutations": settings.bootstrap_replicates, "seed": settings.bootstrap_seed,
+                        "null": PERMUTATION_NULL, "sided": "two"},
         "bootstrap": {"replicates": settings.bootstrap_replicates, "seed": settings.bootstrap_seed,
                       "level": settings.interval_level, "interval": "percentile"},
         "left_out": {p.category: p.left_out for p in paired if p.left_out},
@@ -259,13 +358,14 @@ def paired_findings(items: RunItems, steps: tuple[int, int], settings: AnalysisS
 
 
 def changed_items_csv(paired: list[PairedCategory]) -> str:
-    """Every lost and gained item: category (contract order), change (lost first), id (ascending)."""
+    """Every lost and gained item (share of passes correct lower or higher at B than at A): category (contract
+    order), change (lost first), id (ascending)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CHANGED_ITEMS_COLUMNS)
     for p in paired:
-        at_a, at_b = fold(p.a), fold(p.b)
-        for change, chosen in ((LOST, at_a & ~at_b), (GAINED, ~at_a & at_b)):
+        gained, lost = moved(p)
+        for change, chosen in ((LOST, lost), (GAINED, gained)):
             for i in np.flatnonzero(chosen):
                 writer.writerow([p.category, p.ids[i], change, repr(float(p.a[i].mean())),
                                  repr(float(p.b[i].mean())), kinds_seen(p.answers_a[i]), kinds_seen(p.answers_b[i])])
@@ -280,27 +380,29 @@ def _clause(name: str, entry: Mapping[str, Any], level: float) -> str:
     if entry.get("not_measurable"):
         return f"{name} not measurable ({entry['not_measurable']})"
     low, high = entry["interval_pp"]
-    return (f"{name} lost {entry['lost']} and gained {entry['gained']} items (net {entry['net']:+d}, McNemar "
-            f"p={_p(entry['mcnemar_p'])}, {100 * level:g}% bootstrap interval of the change "
-            f"[{low:+.2f}, {high:+.2f}] pp)")
+    return (f"{name} {entry['delta_pp']:+.2f} pp (permutation p={_p(entry['permutation_p'])}, {100 * level:g}% "
+            f"bootstrap interval [{low:+.2f}, {high:+.2f}] pp; lost {entry['lost']} and gained {entry['gained']} "
+            "items)")
 
 
 def items_prose(found: dict[str, Any]) -> list[str]:
-    """The finding in one sentence, and how the outcomes were folded and what was left out."""
+    """The finding in one sentence, then what the p-value, the interval and the counts each answer, and what
+    was left out."""
     step_a, step_b = found["steps"]
     level = found["bootstrap"]["level"]
     lines = [f"Paired by item, step {step_a} to {step_b}: "
              + "; ".join(_clause(name, entry, level) for name, entry in found["aggregates"].items()) + "."]
     passes_a, passes_b = (len(found["passes"][side]) for side in ("a", "b"))
-    note = []
-    if max(passes_a, passes_b) > 1:
-        note.append(f"With {passes_a} and {passes_b} passes, {FOLD_RULE}; the interval resamples items and "
-                    "passes")
+    counts = ("lost and gained compare each item's share of passes correct and are descriptive"
+              + ("" if passes_a == passes_b else
+                 f" (with {passes_a} and {passes_b} passes they are uneven even without a change)"))
+    note = ["p: each item's passes dealt out again between the two steps (did the model change on these items)",
+            "interval: items resampled within each category (how far the change would vary over other items "
+            "like these)", counts]
     if found["left_out"]:
         left = ", ".join(f"{n} of {c}" for c, n in found["left_out"].items())
         note.append(f"left out (not counted in every pass of both steps): {left}")
-    if note:
-        lines.append("  " + "; ".join(note) + ".")
+    lines.append("  " + "; ".join(note) + ".")
     return lines
 
 
@@ -313,9 +415,9 @@ def items_details(found: dict[str, Any]) -> list[str]:
             lines.append(f"  {name}: not measurable ({entry['not_measurable']})")
             continue
         low, high = entry["interval_pp"]
-        lines.append(f"  {name} ({entry['items']} items): lost {entry['lost']}, gained {entry['gained']}, unchanged "
-                     f"{entry['unchanged_correct']} correct and {entry['unchanged_wrong']} wrong; McNemar "
-                     f"p={_p(entry['mcnemar_p'])}; change {entry['delta_pp']:+.2f} pp, {100 * level:g}% interval "
-                     f"[{low:+.2f}, {high:+.2f}]")
+        partial = f", {entry['unchanged_partial']} partly" if entry["unchanged_partial"] else ""
+        lines.append(f"  {name} ({entry['items']} items): change {entry['delta_pp']:+.2f} pp, permutation "
+                     f"p={_p(entry['permutation_p'])}, {100 * level:g}% interval [{low:+.2f}, {high:+.2f}]; lost "
+                     f"{entry['lost']}, gained {entry['gained']}, unchanged {entry['unchanged_correct']} correct and "
+                     f"{entry['unchanged_wrong']} wrong{partial}")
     return lines
-

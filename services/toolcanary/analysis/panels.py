@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import MaxNLocator, ScalarFormatter
 
 NOT_MEASURED = "not measured"
 
@@ -128,3 +128,19 @@ def frame(scale: Scale, panels: Mapping[plt.Axes, Sequence[Series]], *, axis: st
         upper = hi > lo and (float(np.mean(data)) - lo) / (hi - lo) > 0.5
         ax.text(0.02, 0.04 if upper else 0.96, "\n".join(notes), transform=ax.transAxes, ha="left",
                 va="bottom" if upper else "top", fontsize=7, color="0.3")
+
+
+FEW_STEPS = 8
+"""Up to this many checkpoints, each gets its own tick on the step axis."""
+
+
+def step_axis(axes: Sequence[plt.Axes], steps: np.ndarray, label: str = "training step") -> None:
+    """A step axis reads in steps: ticks at the scored steps when there are few, else whole numbers only (a
+    two-step run is never drawn with ticks at 0.25, 0.5, ...). Axes that share x get the ticks once."""
+    unique = np.unique(np.asarray(steps, dtype=float))
+    for ax in axes:
+        if 0 < len(unique) <= FEW_STEPS:
+            ax.set_xticks(unique, [f"{s:g}" for s in unique])
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[-1].set_xlabel(label)

@@ -31,6 +31,14 @@ import markdown
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 from pydantic import ValidationError
 
+from toolcanary.analysis.credit import (
+    BFCL_ROW,
+    NO_CREDIT_ROW,
+    WITH_CREDIT_ROW,
+    bfcl_series,
+    no_credit_series,
+    override_steps,
+)
 from toolcanary.analysis.data import BfclRun, TrainRun
 from toolcanary.analysis.passes import PASSES_DIR
 from toolcanary.analysis.table import ChangeRow, shown_table
@@ -113,6 +121,8 @@ def provenance(manifests: Sequence[EvalPassManifest]) -> list[tuple[str, str]]:
             "weights dtype": checkpoint.dtype if checkpoint else None,
             "thinking mode": ("on" if checkpoint.enable_thinking else "off")
             if checkpoint and checkpoint.enable_thinking is not None else None,
+            "thinking mode served": None if m.served_enable_thinking is None
+            else "on" if m.served_enable_thinking else "off",
             "bfcl-eval": m.bfcl_eval_version, "handler": m.handler,
             "categories": len(m.categories),
             "sample": f"{m.sample_size} per category, seed {m.sample_seed}" if m.sample_size else "every item",
@@ -190,8 +200,47 @@ def figures(folder: Path | None) -> list[tuple[str, str]]:
 
 
 def first_step_values(bfcl: BfclRun) -> list[tuple[str, float]]:
-    """(aggregate, mean over the passes) at the run's first scored step: a young run's headline."""
-    return [(a.name, bfcl.series(partial(aggregate_value, a.name)).first) for a in AGGREGATES]
+    """(aggregate, mean over the passes) at the run's first scored step: a young run's headline, with the
+    abstention rows the run measures around "Abstention required" as in the table (`table.table_rows`)."""
+    values = []
+    for a in AGGREGATES:
+        if a.name == WITH_CREDIT_ROW and (as_bfcl := bfcl_series(bfcl)) is not None:
+            values.append((BFCL_ROW, as_bfcl.first))
+        values.append((a.name, bfcl.series(partial(aggregate_value, a.name)).first))
+        if a.name == WITH_CREDIT_ROW and (without := no_credit_series(bfcl)) is not None:
+            values.append((NO_CREDIT_ROW, without.first))
+    return values
+
+
+# The per-step table of truncated and overlong items: (group, column of VERDICT_COLUMNS, heading), under
+# one heading per group.
+OVERRIDE_GROUPS = {"abstention": "abstention categories", "tool_call": "tool call categories"}
+OVERRIDE_CELLS = (
+    ("abstention", "truncated", "truncated"),
+    ("abstention", "truncated_bfcl_correct", "correct by BFCL"),
+    ("abstention", "overlong", "overlong"),
+    ("abstention", "overlong_bfcl_correct", "correct by BFCL"),
+    ("abstention", "correct_empty_reasoning", "correct, reasoning alone"),
+    ("tool_call", "truncated", "truncated"),
+    ("tool_call", "truncated_bfcl_correct", "correct by BFCL"),
+    ("tool_call", "overlong", "overlong"),
+    ("tool_call", "overlong_bfcl_correct", "correct by BFCL"),
+)
+
+
+def override_table(bfcl: BfclRun) -> dict[str, Any]:
+    """The truncated and overlong items per step (`credit.override_steps`), as the page shows them: the group
+    headings with their widths, the column heads, and per step its number, pass count and (group.column, count
+    or None) cells; or why they are not measured."""
+    found = override_steps(bfcl)
+    if not found["measured"]:
+        return {"not_measured": found["not_measured"], "groups": [], "heads": [], "rows": []}
+    rows = [(step["step"], step["passes"], [(f"{group}.{column}", step[group][column])
+                                             for group, column, _ in OVERRIDE_CELLS])
+            for step in found["steps"]]
+    groups = [(label, sum(g == group for g, *_ in OVERRIDE_CELLS)) for group, label in OVERRIDE_GROUPS.items()]
+    return {"not_measured": None, "empty_cells": found["empty_cells"], "groups": groups,
+            "heads": ["step", "passes", *(head for *_, head in OVERRIDE_CELLS)], "rows": rows}
 
 
 def _environment() -> Environment:
@@ -227,7 +276,7 @@ class RunReport:
             headers=headers, shown=shown, prose=self.prose,
             first_step=None if self.headline else (int(self.bfcl.steps[0]), first_step_values(self.bfcl)),
             figures=figures(self.figure_folder),
-            categories=category_table(self.bfcl),
+            categories=category_table(self.bfcl), overrides=override_table(self.bfcl),
             items=self.items, items_missing=self.items_missing,
             stability=self.stability, stability_missing=self.stability_missing,
             training=training_table(self.train) if self.train is not None else None,

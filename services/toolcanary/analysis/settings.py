@@ -63,14 +63,21 @@ class AnalysisSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                      "(statsmodels: use_correction=True)")
     min_segment: int = Field(3, ge=1, description="fewest checkpoints on each side of a level-shift breakpoint, so "
                                                   "each side has a slope with a t")
-    significant_t: float = Field(2.0, gt=0, description="|t| at or above which a slope inside a segment is called "
-                                                        "a trend in the findings' prose")
+    verdict_level: float = Field(0.05, gt=0, lt=1, description="false-positive rate of every verdict the "
+                                                               "findings print (a trend, a level shift, a "
+                                                               "difference in sign or rate, beyond the repeat "
+                                                               "noise, a significant item change)")
+    null_replicates: int = Field(4000, ge=100, description="trend-free series simulated per correlation of the "
+                                                          "trend test's null family (toolcanary.analysis.verdicts)")
+    null_seed: int = Field(0, ge=0, description="seed of those simulations: the same seed gives the same p-values")
     curriculum_ceiling: float = Field(100.0, gt=0, description="TRUSTEE's highest curriculum level")
     dpi: int = Field(200, ge=10, description="resolution of the PNG figures (the PDF copies are vector)")
     bootstrap_replicates: int = Field(2000, ge=1, description="replicates of the paired bootstrap of --items "
-                                                              "(items resampled within each category)")
-    bootstrap_seed: int = Field(0, ge=0, description="seed of the paired bootstrap's numpy default_rng: the same "
-                                                     "seed gives the same interval")
+                                                              "(items resampled within each category), and "
+                                                              "permutations of its paired test")
+    bootstrap_seed: int = Field(0, ge=0, description="seed of the numpy default_rng of the paired bootstrap and, "
+                                                     "separately, of the paired test: the same seed gives the "
+                                                     "same interval and p-values")
     interval_level: float = Field(0.95, gt=0, lt=1, description="coverage of the bootstrap interval of --items "
                                                                 "(percentile interval)")
 
@@ -111,17 +118,21 @@ class AnalysisOptions(Options):
                         "episode records, and `all` leaves it out of a run without them")
     format: Format = Field("md", description="table format")
     items: Annotated[bool, Cli(off="")] = Field(
-        False, description="compare two steps item by item (gained, lost, McNemar, paired bootstrap) from the pass "
-                           "folders; lost and gained ids to DIR/tables/items_stepA_stepB.csv")
+        False, description="compare two steps item by item (the change, a permutation test, a paired bootstrap "
+                           "interval; lost and gained items, descriptive) from the pass folders; lost and gained ids "
+                           "to DIR/tables/items_stepA_stepB.csv")
     steps: Annotated[list[int] | None, Cli(nargs=2, metavar=("A", "B"))] = Field(
         None, description="the two steps --items compares (default: the baseline and the last scored step)")
     stability: Annotated[bool, Cli(off="")] = Field(
         False, description="items whose outcome differs between repeat passes, and whether the same ones flip at "
                            "every repeated step, from the pass folders; the list to DIR/tables/stability.csv")
-    compare: Annotated[list[str] | None, Cli(nargs=2, metavar=("RUN_A", "RUN_B"))] = Field(
-        None, description="compare two runs (ids under the results folder, or run folders with their pass folders): "
-                          "both changes over the steps both scored, B's minus A's with a bootstrap interval, refused "
-                          "when they were scored differently; to {results}/_compare/A_vs_B/")
+    compare: Annotated[list[str] | None, Cli(nargs=2, metavar=("RUNS_A", "RUNS_B"))] = Field(
+        None, description="compare two arms, each a run or several separated by commas (other seeds of the same "
+                          "recipe; ids under the results folder, or run folders with their pass folders): each "
+                          "arm's mean change over the steps every run scored, B's minus A's with an interval (a t "
+                          "interval on the runs' changes with three runs or more in all, else an item bootstrap "
+                          "that leaves out the spread between training runs), refused when they were scored "
+                          "differently; to {results}/_compare/A1+A2_vs_B1+B2/")
     report: Annotated[bool, Cli(off="")] = Field(
         False, description="write the run's report page, DIR/report/index.html (self-contained HTML): everything "
                            "--table --findings --fig all --items --stability compute, as far as the data reaches, "

@@ -1,8 +1,8 @@
 """The headline table: the five aggregates at the first and last step, their change, trend and noise.
 
 Rows follow `toolcanary.contract.bfcl.AGGREGATES`; the value of an aggregate at a step is the mean over
-that step's passes. When the run measures BFCL's credit for unparsed call markup (`toolcanary.analysis.credit`),
-"Abstention required, no unparsed credit" follows "Abstention required". Rendered as Markdown, CSV (full
+that step's passes. When the run measures them (`toolcanary.analysis.credit`), "Abstention required, as BFCL
+scores it" precedes "Abstention required" and "Abstention required, no unparsed credit" follows it. Rendered as Markdown, CSV (full
 precision, the columns of `csv_columns`) or LaTeX.
 """
 
@@ -14,13 +14,17 @@ import math
 from dataclasses import dataclass
 from functools import partial
 
-from toolcanary.analysis.credit import NO_CREDIT_ROW, WITH_CREDIT_ROW, no_credit_series
+from toolcanary.analysis.credit import BFCL_ROW, NO_CREDIT_ROW, WITH_CREDIT_ROW, bfcl_series, no_credit_series
 from toolcanary.analysis.data import BfclRun, StepSeries
 from toolcanary.analysis.settings import AnalysisSettings
-from toolcanary.analysis.stats import Trend, ols_trend
+from toolcanary.analysis.stats import Trend, lag1_autocorrelation, ols_trend
+from toolcanary.analysis.verdicts import ChangeTest, change_test, p_text
 from toolcanary.contract.bfcl import AGGREGATES, aggregate_value
 
-FIXED_COLUMNS = ("aggregate", "step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac")
+# t, t_hac and rho describe the series; p_change is the calibrated test the findings' verdicts rest on
+# (toolcanary.analysis.verdicts).
+FIXED_COLUMNS = ("aggregate", "step0", "step_last", "rel_delta_pct", "delta_pp", "slope_pp_per_10", "t", "t_hac",
+                 "rho", "p_change")
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,8 @@ class ChangeRow:
     name: str
     series: StepSeries
     trend: Trend
+    test: ChangeTest
+    """The calibrated test of whether the series changes (`toolcanary.analysis.verdicts.change_test`)."""
     slope_steps: int
 
     @property
@@ -57,11 +63,18 @@ class ChangeRow:
     def sds(self) -> dict[int, float]:
         return self.series.sds
 
+    @property
+    def rho(self) -> float:
+        """Lag-1 autocorrelation of the OLS residuals: descriptive (biased low at 21 checkpoints)."""
+        return lag1_autocorrelation(self.trend.residuals)
+
 
 def change_row(name: str, series: StepSeries, settings: AnalysisSettings) -> ChangeRow:
     trend = ols_trend(series.steps, series.values, lags=settings.lags_for(len(series.steps)),
                       small_sample=settings.hac_small_sample)
-    return ChangeRow(name, series, trend, settings.slope_steps)
+    test = change_test(series.steps, series.values, trend.t, settings.min_segment, settings.null_replicates,
+                       settings.null_seed)
+    return ChangeRow(name, series, trend, test, settings.slope_steps)
 
 
 def headline_rows(run: BfclRun, settings: AnalysisSettings) -> list[ChangeRow]:
@@ -70,14 +83,14 @@ def headline_rows(run: BfclRun, settings: AnalysisSettings) -> list[ChangeRow]:
 
 
 def table_rows(run: BfclRun, aggregates: list[ChangeRow], settings: AnalysisSettings) -> list[ChangeRow]:
-    """The table's rows: `aggregates`, with the no-credit abstention row after "Abstention required" when the
-    run measures it (absent otherwise, never a row of zeros)."""
-    series = no_credit_series(run)
-    if series is None:
-        return list(aggregates)
+    """The table's rows: `aggregates`, with "Abstention required" between the abstention rows the run
+    measures (`toolcanary.analysis.credit`): "as BFCL scores it" before it, "no unparsed credit" after it. A
+    row the run does not measure is absent, never a row of zeros."""
     rows = list(aggregates)
-    at = next(i for i, row in enumerate(rows) if row.name == WITH_CREDIT_ROW) + 1
-    return [*rows[:at], change_row(NO_CREDIT_ROW, series, settings), *rows[at:]]
+    at = next(i for i, row in enumerate(rows) if row.name == WITH_CREDIT_ROW)
+    before = [change_row(BFCL_ROW, series, settings)] if (series := bfcl_series(run)) is not None else []
+    after = [change_row(NO_CREDIT_ROW, series, settings)] if (series := no_credit_series(run)) is not None else []
+    return [*rows[:at], *before, rows[at], *after, *rows[at + 1:]]
 
 
 def sd_steps(rows: list[ChangeRow]) -> list[int]:
@@ -89,7 +102,8 @@ def csv_columns(rows: list[ChangeRow]) -> list[str]:
 
 
 def _cells(row: ChangeRow) -> list[float]:
-    return [row.step0, row.step_last, row.rel_delta_pct, row.delta_pp, row.slope, row.trend.t, row.trend.t_hac]
+    return [row.step0, row.step_last, row.rel_delta_pct, row.delta_pp, row.slope, row.trend.t, row.trend.t_hac,
+            row.rho, row.test.p]
 
 
 def render_csv(rows: list[ChangeRow]) -> str:
@@ -113,14 +127,15 @@ def _display(row: ChangeRow, steps: list[int]) -> list[str]:
     return [
         number_text(row.step0, ".2f"), number_text(row.step_last, ".2f"), number_text(row.rel_delta_pct, "+.2f", "%"),
         number_text(row.delta_pp, "+.2f"), number_text(row.slope, "+.3f"), number_text(row.trend.t, "+.2f"),
-        number_text(row.trend.t_hac, "+.2f"), *sds,
+        number_text(row.trend.t_hac, "+.2f"), number_text(row.rho, "+.2f"), p_text(row.test.p), *sds,
     ]
 
 
 def _headers(rows: list[ChangeRow]) -> list[str]:
     first, last = (int(rows[0].series.steps[i]) for i in (0, -1))
     return [
-        "", f"step {first}", f"step {last}", "rel delta", "delta pp", "pp/10 steps", "t", "t (HAC)",
+        "", f"step {first}", f"step {last}", "rel delta", "delta pp", "pp/10 steps", "t (descr.)", "t HAC (descr.)",
+        "rho (descr.)", "p change",
         *(f"s.d. step {s}" for s in sd_steps(rows)),
     ]
 

@@ -18,6 +18,7 @@ import numpy as np
 from toolcanary.analysis.data import TrainRun, finite_or_none, fmt
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.stats import LevelShift, Trend, level_shift, ols_trend
+from toolcanary.analysis.verdicts import change_test, p_text
 
 
 def trend_json(trend: Trend, settings: AnalysisSettings) -> dict[str, float | None]:
@@ -30,10 +31,12 @@ def trend_json(trend: Trend, settings: AnalysisSettings) -> dict[str, float | No
 def series_trend_json(steps: np.ndarray, values: np.ndarray, settings: AnalysisSettings) -> dict[str, Any]:
     """The trend of one training series, or, from a single step, nulls and the reason (`not_measurable`)."""
     if len(steps) < 2:
-        return {f"slope_per_{settings.slope_steps}_steps": None, "t": None, "t_hac": None,
-                "not_measurable": f"{len(steps)} step with a value: a trend needs two or more"}
+        return {f"slope_per_{settings.slope_steps}_steps": None, "t": None, "t_hac": None, "p_change": None,
+                "changes": False, "not_measurable": f"{len(steps)} step with a value: a trend needs two or more"}
     trend = ols_trend(steps, values, lags=settings.lags_for(len(steps)), small_sample=settings.hac_small_sample)
-    return {**trend_json(trend, settings), "not_measurable": None}
+    test = change_test(steps, values, trend.t, settings.min_segment, settings.null_replicates, settings.null_seed)
+    return {**trend_json(trend, settings), "p_change": finite_or_none(test.p),
+            "changes": test.holds(settings.verdict_level), "not_measurable": None}
 
 
 def shift_json(shift: LevelShift | None, settings: AnalysisSettings) -> dict[str, Any] | None:
@@ -110,16 +113,16 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
     key = f"slope_per_{settings.slope_steps}_steps"
     lines = [
         f"Training: the share of assistant turns that call a tool goes from {share['first']:.3f} to "
-        f"{share['last']:.3f} (whole-run slope {fmt(share['trend'][key], '+.4f')} per {settings.slope_steps} steps, "
-        f"t = {fmt(share['trend']['t'], '+.2f')}, HAC t = {fmt(share['trend']['t_hac'], '+.2f')})."
+        f"{share['last']:.3f} (whole-run slope {fmt(share['trend'][key], '+.4f')} per {settings.slope_steps} steps; "
+        f"{_trend_words(share['trend'])})."
     ]
     shift = share["level_shift"]
-    if shift is not None:
-        verdict = "a step fits better than the line (BIC)" if shift["prefers_shift"] else "the line fits better (BIC)"
+    if shift is not None and share["trend"]["changes"]:
+        verdict = "a step fits better than the line" if shift["prefers_shift"] else "the line fits better"
         lines.append(
             f"  Its best breakpoint falls after step {shift['last_step_before']:g}: level {shift['level_before']:.3f} "
             f"before, {shift['level_after']:.3f} after, slopes {shift['before'][key]:+.4f} and "
-            f"{shift['after'][key]:+.4f} per {settings.slope_steps} steps; {verdict}."
+            f"{shift['after'][key]:+.4f} per {settings.slope_steps} steps; {verdict} (BIC, descriptive)."
         )
     if curriculum["first_step"] is None:
         lines.append(f"  The curriculum never reaches its ceiling of {curriculum['ceiling']:g} "
@@ -129,5 +132,13 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
         lines.append(f"  The curriculum reaches its ceiling of {curriculum['ceiling']:g} at step "
                      f"{curriculum['first_step']:g} and holds it for {curriculum['held_steps']:g} steps, {tail}.")
     lines.append(f"  Mean reward goes from {reward['first']:+.3f} to {reward['last']:+.3f} "
-                 f"(slope {fmt(reward['trend'][key], '+.4f')} per {settings.slope_steps} steps, t = {fmt(reward['trend']['t'], '+.2f')}).")
+                 f"(slope {fmt(reward['trend'][key], '+.4f')} per {settings.slope_steps} steps; "
+                 f"{_trend_words(reward['trend'])}).")
     return lines
+
+
+def _trend_words(trend: dict[str, Any]) -> str:
+    """The calibrated verdict on a training series' change, with its descriptive t statistics."""
+    verdict = "a change" if trend["changes"] else "no change beyond a trend-free wander"
+    return (f"{verdict}, p change {p_text(trend['p_change'])}; t = "
+            f"{fmt(trend['t'], '+.2f')}, HAC t = {fmt(trend['t_hac'], '+.2f')}, descriptive")

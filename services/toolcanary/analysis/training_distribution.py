@@ -52,6 +52,7 @@ from toolcanary.analysis.data import TrainRun, finite_or_none, fmt
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.analysis.table import ChangeRow
 from toolcanary.analysis.training import series_trend_json
+from toolcanary.analysis.verdicts import p_text
 from toolcanary.contract.training_files import (
     EPISODES_DIR,
     EPISODES_FILE,
@@ -272,7 +273,7 @@ def direction(rows: list[dict[str, Any]], abstention: ChangeRow, settings: Analy
     benchmark = {"aggregate": abstention.name, "steps": [first, last], "first_pct": abstention.step0,
                  "last_pct": abstention.step_last, "delta_pp": abstention.delta_pp,
                  f"{key}_pp": finite_or_none(abstention.slope), "t": finite_or_none(abstention.trend.t),
-                 "t_hac": finite_or_none(abstention.trend.t_hac)}
+                 "t_hac": finite_or_none(abstention.trend.t_hac), "p_change": finite_or_none(abstention.test.p)}
     window = [(r["step"], r["tool_call_share"]) for r in rows
               if first < r["step"] <= last and r["tool_call_share"] is not None]
     found: dict[str, Any] = {"benchmark": benchmark, "training": None, "verdict": "not measurable",
@@ -393,12 +394,13 @@ def _direction_prose(found: dict[str, Any], settings: AnalysisSettings) -> str:
     key, per = f"slope_per_{settings.slope_steps}_steps", f"per {settings.slope_steps} steps"
     head = (f"Direction over checkpoints {bench['steps'][0]} -> {bench['steps'][1]}: {bench['aggregate']} "
             f"{bench['delta_pp']:+.2f} pp ({bench['first_pct']:.2f} -> {bench['last_pct']:.2f}, OLS slope "
-            f"{fmt(bench[f'{key}_pp'], '+.3f')} pp {per}, t = {fmt(bench['t'], '+.2f')})")
+            f"{fmt(bench[f'{key}_pp'], '+.3f')} pp {per}, t = {fmt(bench['t'], '+.2f')} descriptive, p change "
+            f"{p_text(bench['p_change'])})")
     if training is not None:
         trend = training["trend"]
         head += (f", training tool-call share {training['delta']:+.3f} ({training['first']:.3f} at step "
                  f"{training['steps'][0]} -> {training['last']:.3f} at step {training['steps'][1]}, OLS slope "
-                 f"{fmt(trend[key], '+.4f')} {per}, t = {fmt(trend['t'], '+.2f')})")
+                 f"{fmt(trend[key], '+.4f')} {per}, t = {fmt(trend['t'], '+.2f')} descriptive)")
     if found["not_measurable"] is not None:
         return f"{head}: not measurable ({found['not_measurable']})."
     fewer = "less" if training["delta"] < 0 else "more"
@@ -408,7 +410,10 @@ def _direction_prose(found: dict[str, Any], settings: AnalysisSettings) -> str:
                f"{fewer} tool calling in training, {abstains} abstention on the benchmark (consistent)")
     slopes = "" if found["slope_verdict"] in (None, found["verdict"]) else \
         f" (the OLS slopes point in {found['slope_verdict']})"
-    return f"{head}: {found['verdict']}: {meaning}{slopes}."
+    # The verdict compares signs; whether the benchmark moved at all is the change test's to say.
+    untested = "" if bench["p_change"] is not None and bench["p_change"] <= settings.verdict_level else (
+        "; the benchmark's change is not beyond a trend-free wander, so the direction is descriptive")
+    return f"{head}: {found['verdict']}: {meaning}{slopes}{untested}."
 
 
 def distribution_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[str]:

@@ -7,7 +7,9 @@ category over all items, and again over the unflagged items only, both through t
 other outcome wrong, and "overlong" leaves the total when that pass's request.json says
 `overlong_counted_wrong: false`.
 The full counts are checked against `bfcl_by_category.csv` so a reader knows both tables describe the same
-passes. A pass whose outcomes cannot be read is listed with the reason and left out; the audit goes on.
+passes, and so are the counts beside them that both sides measured (the truncated and overlong items with
+BFCL's verdict on them, and the correct ones that were a reasoning trace alone: `count_verdicts`). A pass whose
+outcomes cannot be read is listed with the reason and left out; the audit goes on.
 
     robustness = recompute(results_dir / run, flagged={("simple_python", "simple_python_3")})
 """
@@ -21,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolcanary.contract.bfcl import AGGREGATE_NAMES, aggregate_value
-from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, read_bfcl_by_category
+from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, VERDICT_COLUMNS, BfclRow, read_bfcl_by_category
 from toolcanary.contract.errors import ContractError
 from toolcanary.contract.pass_files import (
     OUTCOMES_FILE,
     REQUEST_FILE,
     count_outcomes,
+    count_verdicts,
     read_outcomes,
     read_request,
 )
@@ -88,17 +91,19 @@ def aggregates(counts: Mapping[str, tuple[int, int]]) -> dict[str, float | None]
     return values
 
 
-def count_pass(folder: Path, flagged: set[tuple[str, str]]) -> tuple[Counts, Counts]:
-    """(full, unflagged) counts of one pass folder. Raises ContractError naming the bad file and line."""
+def count_pass(folder: Path, flagged: set[tuple[str, str]]) -> tuple[Counts, Counts, dict[str, dict[str, int | None]]]:
+    """(full, unflagged) counts of one pass folder, and its counts of `count_verdicts`. Raises ContractError
+    naming the bad file and line."""
     request = folder / REQUEST_FILE
     # A pass folder without request.json predates it; the evaluation's default then applied.
     counted_wrong = read_request(request).overlong_counted_wrong if request.is_file() else True
     outcomes = read_outcomes(folder / OUTCOMES_FILE)
     # A category whose items are all flagged stays in the unflagged counts with total 0: its aggregates become n/a.
-    return count_outcomes(outcomes, counted_wrong), count_outcomes(outcomes, counted_wrong, leave_out=flagged)
+    return (count_outcomes(outcomes, counted_wrong), count_outcomes(outcomes, counted_wrong, leave_out=flagged),
+            count_verdicts(outcomes))
 
 
-def _csv_counts(run_dir: Path, problems: list[str]) -> dict[tuple[int, int], Counts] | None:
+def _csv_rows(run_dir: Path, problems: list[str]) -> dict[tuple[int, int], dict[str, BfclRow]] | None:
     path = run_dir / BFCL_BY_CATEGORY
     if not path.is_file():
         return None
@@ -107,16 +112,26 @@ def _csv_counts(run_dir: Path, problems: list[str]) -> dict[tuple[int, int], Cou
     except ContractError as err:
         problems.append(f"{path} not compared: {err}")
         return None
-    table: dict[tuple[int, int], Counts] = {}
+    table: dict[tuple[int, int], dict[str, BfclRow]] = {}
     for row in rows:
-        table.setdefault((row.step, row.pass_index), {})[row.category] = (row.correct, row.total)
+        table.setdefault((row.step, row.pass_index), {})[row.category] = row
     return table
+
+
+def _verdict_differences(verdicts: dict[str, dict[str, int | None]], rows: Mapping[str, BfclRow]) -> list[str]:
+    """'category column: outcomes N, CSV M' wherever both measured a count of `VERDICT_COLUMNS` and differ."""
+    return [f"{category} {column}: outcomes {counts[column]}, CSV {rows[category].measured(column)}"
+            for category, counts in verdicts.items() if category in rows for column in VERDICT_COLUMNS
+            if None not in (counts[column], rows[category].measured(column))
+            and counts[column] != rows[category].measured(column)]
 
 
 def recompute(run_dir: Path, flagged: set[tuple[str, str]]) -> Robustness:
     """Aggregates per (step, pass) with and without the flagged (category, id) items."""
     result = Robustness()
-    csv_counts = _csv_counts(run_dir, result.problems)
+    csv_rows = _csv_rows(run_dir, result.problems)
+    csv_counts = None if csv_rows is None else {
+        key: {c: (r.correct, r.total) for c, r in rows.items()} for key, rows in csv_rows.items()}
     folders = sorted(
         (int(m[1]), int(m[2]), p)
         for p in (run_dir / "passes").glob("step_*_pass_*")
@@ -124,7 +139,7 @@ def recompute(run_dir: Path, flagged: set[tuple[str, str]]) -> Robustness:
     )
     for step, pass_index, folder in folders:
         try:
-            full, kept = count_pass(folder, flagged)
+            full, kept, verdicts = count_pass(folder, flagged)
         except (ContractError, OSError) as err:
             log.warning("pass left out: %s", err)
             result.problems.append(f"step {step} pass {pass_index} left out: {err}")
@@ -134,6 +149,10 @@ def recompute(run_dir: Path, flagged: set[tuple[str, str]]) -> Robustness:
                 f"step {step} pass {pass_index}: outcomes.jsonl counts differ from "
                 f"{BFCL_BY_CATEGORY} ({csv_counts.get((step, pass_index))} there)"
             )
+        differences = _verdict_differences(verdicts, (csv_rows or {}).get((step, pass_index), {}))
+        if differences:
+            result.problems.append(f"step {step} pass {pass_index}: outcomes.jsonl's truncated and overlong counts "
+                                   f"differ from {BFCL_BY_CATEGORY} ({'; '.join(differences[:5])})")
         result.passes.append(
             PassAggregates(
                 step,

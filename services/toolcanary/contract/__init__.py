@@ -100,7 +100,10 @@ from toolcanary.contract.tasks import (
 # request's `draw` names GRPO tasks too, and the simulator can replay another run's tasks by draw.
 # 1.9: train_metrics.csv gained what the policy update did: pg_loss, pg_clipfrac, grad_norm and
 # advantage_abs_mean (files without them still read, as "not measured"); role records are written validated.
-CONTRACT_VERSION = "1.9"
+# 1.10: bfcl_by_category.csv gained truncated, truncated_bfcl_correct, overlong, overlong_bfcl_correct and
+# correct_empty_reasoning (files without them still read, as "not measured"); a pass manifest records the
+# thinking mode the server applied (`served_enable_thinking`).
+CONTRACT_VERSION = "1.10"
 
 __all__ = [
     "RUN_ID_RULE",

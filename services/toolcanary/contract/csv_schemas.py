@@ -1,9 +1,16 @@
 """The two CSVs every published number is recomputed from, with strict readers and an appender.
 
-- `bfcl_by_category.csv`: one row per (step, pass, category) with BFCL's raw `correct` and `total`, and
+- `bfcl_by_category.csv`: one row per (step, pass, category) with the raw `correct` and `total` (BFCL's
+  verdicts, with the evaluation's overrides: an answer cut at the output cap counts wrong, an item over the
+  served context counts wrong or leaves the total by the pass's rule), and beside them:
   `correct_unparsed`: how many of the correct items answered with call markup the server did not parse
-  (toolcanary.evaluate.answers), which BFCL credits as abstentions. Files from before contract 1.5 lack the
-  column and an empty cell marks a pass whose answers were not classified: both read as None, "not measured",
+  (toolcanary.evaluate.answers), which BFCL credits as abstentions (contract 1.5);
+  `truncated` and `truncated_bfcl_correct`: the items cut at the output cap, and how many of them BFCL's own
+  scoring counts correct; `overlong` and `overlong_bfcl_correct`: the items over the served context (in
+  `total` or not, by the pass's rule), and how many of them BFCL's own scoring counts correct;
+  `correct_empty_reasoning`: the correct items whose answer held no content but the server generated tokens
+  (a reasoning trace alone), which BFCL credits as abstentions (all five contract 1.10). Files from before a
+  column lack it and an empty cell marks a pass that did not measure it: both read as None, "not measured",
   never 0.
 - `train_metrics.csv`: one row per training step, columns `TRAIN_METRICS_COLUMNS`.
 - `warm_start.csv` (CPU run): one row per supervised warm-start step, columns `WARM_START_COLUMNS`.
@@ -42,8 +49,16 @@ WARM_START = "warm_start.csv"
 WARM_START_COLUMNS = ("step", "loss")
 BFCL_COLUMNS = ("step", "pass", "category", "correct", "total")
 CORRECT_UNPARSED = "correct_unparsed"
-# What the evaluation writes; readers require only BFCL_COLUMNS, so files from before 1.5 still read.
-BFCL_WRITTEN_COLUMNS = (*BFCL_COLUMNS, CORRECT_UNPARSED)
+# Contract 1.10: the items whose outcome overrides BFCL's verdict, with BFCL's own verdict on them, and the
+# correct items whose answer was a reasoning trace alone. The analysis reads them by these names.
+TRUNCATED_COLUMNS = ("truncated", "truncated_bfcl_correct")
+OVERLONG_COLUMNS = ("overlong", "overlong_bfcl_correct")
+CORRECT_EMPTY_REASONING = "correct_empty_reasoning"
+VERDICT_COLUMNS = (*TRUNCATED_COLUMNS, *OVERLONG_COLUMNS, CORRECT_EMPTY_REASONING)
+# The counts beside correct/total, each None where not measured.
+MEASURED_COLUMNS = (CORRECT_UNPARSED, *VERDICT_COLUMNS)
+# What the evaluation writes; readers require only BFCL_COLUMNS, so files from before 1.5 and 1.10 still read.
+BFCL_WRITTEN_COLUMNS = (*BFCL_COLUMNS, *MEASURED_COLUMNS)
 # What the policy update did (measured by the CPU run; verl logs its own under `actor/`): the clipped loss,
 # the share of clipped tokens, the gradient norm before clipping and the mean |advantage|.
 UPDATE_COLUMNS = ("pg_loss", "pg_clipfrac", "grad_norm", "advantage_abs_mean")
@@ -88,6 +103,23 @@ class BfclRow:
     total: Annotated[int, Field(ge=0)]
     correct_unparsed: Annotated[int | None, Field(ge=0)] = None
     """Correct items whose answer held unparsed call markup; None: not measured."""
+    truncated: Annotated[int | None, Field(ge=0)] = None
+    """Items with a response cut at the output cap (counted wrong, inside `total`); None: not measured."""
+    truncated_bfcl_correct: Annotated[int | None, Field(ge=0)] = None
+    """Of `truncated`, the items BFCL's own scoring counts correct; None: not measured."""
+    overlong: Annotated[int | None, Field(ge=0)] = None
+    """Items over the served context, inside `total` (counted wrong) or left out of it by the pass's rule;
+    None: not measured."""
+    overlong_bfcl_correct: Annotated[int | None, Field(ge=0)] = None
+    """Of `overlong`, the items BFCL's own scoring counts correct; None: not measured."""
+    correct_empty_reasoning: Annotated[int | None, Field(ge=0)] = None
+    """Correct items whose answer had no content although the server generated tokens; None: not measured."""
+
+    def measured(self, column: str) -> int | None:
+        """The count of one of `MEASURED_COLUMNS` (None: not measured)."""
+        if column not in MEASURED_COLUMNS:
+            raise ValueError(f"one of {MEASURED_COLUMNS}, not {column!r}")
+        return getattr(self, column)
 
 
 # Steps, passes and item counts: a GPU run has 200 steps and BFCL V4 a few thousand items. A larger value is
@@ -194,13 +226,11 @@ def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclR
             category=category,
             correct=_int(path, line, "correct", record.get("correct")),
             total=_int(path, line, "total", record.get("total")),
-            correct_unparsed=_optional_int(path, line, CORRECT_UNPARSED, record.get(CORRECT_UNPARSED)),
+            **{c: _optional_int(path, line, c, record.get(c)) for c in MEASURED_COLUMNS},
         )
         if row.correct > row.total:
             raise ContractError(where, "correct <= total", f"correct={row.correct} > total={row.total}")
-        if row.correct_unparsed is not None and row.correct_unparsed > row.correct:
-            raise ContractError(where, f"{CORRECT_UNPARSED} <= correct",
-                                f"{CORRECT_UNPARSED}={row.correct_unparsed} > correct={row.correct}")
+        _check_measured(where, row)
         key = (row.step, row.pass_index, row.category)
         if key in seen:
             raise ContractError(
@@ -213,6 +243,31 @@ def read_bfcl_by_category(path: str | Path, complete: bool = True) -> list[BfclR
     if complete:
         check_complete_passes(rows, str(path))
     return rows
+
+
+def _check_measured(where: str, row: BfclRow) -> None:
+    """The counts beside correct/total must fit inside them: a count of items larger than the items it is
+    part of is a damaged or hand-edited row."""
+    def refuse(expected: str, got: str) -> None:
+        raise ContractError(where, expected, got, "Restore the row as the evaluation wrote it, or re-score the pass")
+
+    for column, within in ((CORRECT_UNPARSED, "correct"), (CORRECT_EMPTY_REASONING, "correct"),
+                           ("truncated", "total"), ("truncated_bfcl_correct", "truncated"),
+                           ("overlong_bfcl_correct", "overlong")):
+        count, limit = getattr(row, column), getattr(row, within)
+        if count is not None and limit is None:
+            refuse(f"{within} measured wherever {column} is", f"{column}={count} with {within} empty")
+        if count is not None and count > limit:
+            refuse(f"{column} <= {within}", f"{column}={count} > {within}={limit}")
+    if row.correct_unparsed is not None and row.correct_empty_reasoning is not None and \
+            row.correct_unparsed + row.correct_empty_reasoning > row.correct:
+        # An answer is one kind: unparsed call markup, or nothing but a reasoning trace.
+        refuse(f"{CORRECT_UNPARSED} + {CORRECT_EMPTY_REASONING} <= correct",
+               f"{row.correct_unparsed} + {row.correct_empty_reasoning} > correct={row.correct}")
+    if row.truncated is not None and row.correct + row.truncated > row.total:
+        # A truncated item counts wrong, so it sits in the total beside the correct ones.
+        refuse("correct + truncated <= total (a truncated item counts wrong)",
+               f"{row.correct} + {row.truncated} > total={row.total}")
 
 
 def check_complete_passes(rows: list[BfclRow], where: str) -> None:
@@ -237,10 +292,12 @@ def append_bfcl_rows(path: str | Path, rows: list[BfclRow], lock: AbstractContex
 
     `lock`: the exclusive lock on `append_only.lock_path(path)`, held around the header decision and the
     write; the evaluation always passes one, since two passes can finish at once (None: a single writer).
-    A file from before contract 1.5 (no `correct_unparsed` column) is refused rather than mixed with new rows.
+    A file written before contract 1.10 (without the columns of `MEASURED_COLUMNS`) is refused rather than
+    mixed with new rows.
     """
-    lines = [f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total},"
-             f"{'' if r.correct_unparsed is None else r.correct_unparsed}" for r in rows]
+    lines = [",".join([f"{r.step},{r.pass_index},{r.category},{r.correct},{r.total}",
+                       *("" if r.measured(c) is None else str(r.measured(c)) for c in MEASURED_COLUMNS)])
+             for r in rows]
     append_text(path, "".join(line + "\n" for line in lines), header=",".join(BFCL_WRITTEN_COLUMNS), lock=lock)
 
 

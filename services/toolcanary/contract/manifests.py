@@ -81,6 +81,9 @@ class EvalPassManifest(BaseModel):
     base_model: str | None = Field(None, description="what was served when `checkpoint` is absent (an untrained base model)")
     registry_key: str | None = Field(None, description="the key bfcl-eval filed results under")
     served_max_model_len: int | None = Field(None, description="the server's context window, when it reports one")
+    served_enable_thinking: bool | None = Field(None, description=(
+        "the chat-template thinking mode the server applied, observed from its rendering of a prompt (None: "
+        "not observed; `checkpoint.enable_thinking` is what the policy trained in)"))
     probe_forced_call: str | None = Field(None, description="how the preflight's forced call was made and came back")
     bfcl_eval_version: str
     handler: str = Field(description="how BFCL talks to the server, e.g. OpenAICompletionsHandler (chat, FC)")

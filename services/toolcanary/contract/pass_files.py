@@ -8,9 +8,11 @@ Under `<results>/<run>/`:
 - `passes/step_NNNN_pass_P/request.json` (`PassRequest`): everything that decides a pass's numbers; a
   resumed pass must ask for exactly the same.
 - `passes/step_NNNN_pass_P/outcomes.jsonl` (`ItemOutcome`, one line per item): "correct", BFCL's error type,
-  "overlong" or "truncated", and what kind of answer the model gave (`ANSWER_KINDS`). `count_outcomes` turns
-  them into (correct, total) per category, the one counting rule that the evaluation's rows and the audit's
-  recomputation share; `count_unparsed_correct` counts the correct ones that held unparsed call markup.
+  "overlong" or "truncated", what kind of answer the model gave (`ANSWER_KINDS`), BFCL's own verdict and the
+  tokens the server generated for it. `count_outcomes` turns them into (correct, total) per category, the one
+  counting rule that the evaluation's rows and the audit's recomputation share; `count_unparsed_correct`
+  counts the correct ones that held unparsed call markup, `count_verdicts` the truncated and overlong ones
+  with BFCL's verdict on them and the correct ones that were a reasoning trace alone.
 - `passes/step_NNNN_pass_P/counts.json` (`PassCounts`): the pass's rows, `csv_schemas.BfclRow`s as JSON,
   written before they are appended to `bfcl_by_category.csv`, so a pass killed during the append resumes with
   the append alone.
@@ -36,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, f
 
 from toolcanary.contract.append_only import json_line
 from toolcanary.contract.bfcl import BY_NAME
-from toolcanary.contract.csv_schemas import BfclRow
+from toolcanary.contract.csv_schemas import CORRECT_EMPTY_REASONING, VERDICT_COLUMNS, BfclRow
 from toolcanary.contract.errors import ContractError
 
 SAMPLE_FILE = "sample.json"
@@ -54,6 +56,7 @@ TRUNCATED = "truncated"
 AnswerKind = Literal["calls", "unparsed_call", "text", "empty"]
 ANSWER_KINDS: tuple[str, ...] = get_args(AnswerKind)
 UNPARSED_CALL = "unparsed_call"
+EMPTY = "empty"
 
 
 class RunSample(BaseModel):
@@ -99,6 +102,12 @@ class ItemOutcome(BaseModel):
     outcome: str = Field(description='"correct", "overlong", "truncated", or the BFCL error type of a wrong answer')
     answer: AnswerKind | None = Field(None, description="what the model returned; None: not classified (a pass "
                                                         "from before contract 1.5)")
+    bfcl_correct: bool | None = Field(None, description="whether BFCL's own scoring counted the item correct, "
+                                                        "before any override (truncated, overlong); None: not "
+                                                        "recorded (a pass from before contract 1.10)")
+    output_tokens: int | None = Field(None, ge=0, description="tokens the server generated for the item, over "
+                                                              "all its responses (BFCL's output_token_count); "
+                                                              "None: not recorded")
 
     @field_validator("category")
     @classmethod
@@ -236,6 +245,37 @@ def count_unparsed_correct(outcomes: Iterable[ItemOutcome]) -> dict[str, int | N
         else:
             counts[item.category] = so_far + (item.outcome == CORRECT and item.answer == UNPARSED_CALL)
     return counts
+
+
+def count_verdicts(outcomes: Iterable[ItemOutcome]) -> dict[str, dict[str, int | None]]:
+    """Per category, the counts of `csv_schemas.VERDICT_COLUMNS`, each None when an item it needs lacks the
+    field (not measured, never 0):
+
+    - `truncated`, `overlong`: the items with that outcome (whether `overlong` ones are in the total is the
+      pass's rule, `count_outcomes`);
+    - `truncated_bfcl_correct`, `overlong_bfcl_correct`: of those, the ones BFCL's own scoring counted correct;
+    - `correct_empty_reasoning`: the correct items whose answer was `empty` although the server generated
+      tokens for them (a reasoning trace with nothing after it), which BFCL credits as abstentions.
+    """
+    counts: dict[str, dict[str, int | None]] = {}
+    for item in outcomes:
+        tally = counts.setdefault(item.category, dict.fromkeys(VERDICT_COLUMNS, 0))
+        overridden = {TRUNCATED: "truncated", OVERLONG: "overlong"}.get(item.outcome)
+        if overridden is not None:
+            tally[overridden] += 1
+            _add(tally, f"{overridden}_bfcl_correct", item.bfcl_correct)
+        if item.answer is None or (item.outcome == CORRECT and item.answer == EMPTY and item.output_tokens is None):
+            tally[CORRECT_EMPTY_REASONING] = None
+        else:
+            _add(tally, CORRECT_EMPTY_REASONING,
+                 item.outcome == CORRECT and item.answer == EMPTY and item.output_tokens > 0)
+    return counts
+
+
+def _add(tally: dict[str, int | None], column: str, value: bool | None) -> None:
+    """Add one item to a count; an item that lacks the field makes the count not measured."""
+    so_far = tally[column]
+    tally[column] = None if so_far is None or value is None else so_far + value
 
 
 def error_counts(outcomes: Iterable[ItemOutcome]) -> dict[str, int]:

@@ -33,7 +33,7 @@ def _rel(path: Path) -> str:
 
 def reward_lines(results: Path) -> list[str]:
     """The reward trend the analysis found, beside its noise: how much the step mean moves from step to step
-    and how far rewards spread within a step (a slope smaller than either is no trend)."""
+    and how far rewards spread within a step, with the analysis's calibrated verdict on its change."""
     try:
         found = json.loads((results / "tables" / "findings.json").read_text(encoding="utf-8"))["training"]["reward"]
         rows = read_train_metrics(results / TRAIN_METRICS)
@@ -45,7 +45,10 @@ def reward_lines(results: Path) -> list[str]:
                        if k.startswith("slope_per_")), ("", None))
     t = found["trend"].get("t")
     reason = found["trend"].get("not_measurable")
-    trend = (f"slope {slope:+.3f} per {per.replace('_', ' ')} (t = {t:+.2f})" if slope is not None and t is not None
+    p_change = found["trend"].get("p_change")
+    verdict = "a change" if found["trend"].get("changes") else "no change beyond a trend-free wander"
+    trend = (f"slope {slope:+.3f} per {per.replace('_', ' ')} ({verdict}, p change {p_change:.2g}; t = {t:+.2f}, "
+             "descriptive)" if slope is not None and t is not None and p_change is not None
              else f"no trend measurable ({reason})" if reason else "no trend measurable")
     noise = (f"step-to-step s.d. {statistics.stdev(means):.3f}" if len(means) > 1 else "one step only")
     if spreads:
@@ -90,12 +93,12 @@ def item_lines(results: Path) -> list[str]:
     credit = (found.get("bfcl") or {}).get("abstention_credit")
     if credit:
         lines.append(f"Abstention without BFCL's credit for unparsed call markup: {credit['without_credit']['delta_pp']:+.2f}"
-                     f" pp against {credit['with_credit']['delta_pp']:+.2f} as BFCL scores it." if credit["measured"]
+                     f" pp against {credit['with_credit']['delta_pp']:+.2f} with it." if credit["measured"]
                      else f"Abstention without BFCL's credit for unparsed call markup: not measured ({credit['not_measured']}).")
     items = found.get("items")
     if items:
         step_a, step_b = items["steps"]
-        groups = [f"{name} lost {e['lost']}, gained {e['gained']} of {e['items']} (McNemar p={e['mcnemar_p']:.2g})"
+        groups = [f"{name} {e['delta_pp']:+.2f} pp over {e['items']} items (permutation p={e['permutation_p']:.2g})"
                   for name, e in items["aggregates"].items()
                   if name in ("Abstention required", "Tool call required") and not e.get("not_measurable")]
         if groups:

@@ -12,7 +12,10 @@ category as 0. So the client reads both kinds of file strictly:
   "overlong" or "truncated", both of which override BFCL's verdict (an irrelevance item the server refused as
   too long, or whose answer was cut at the output cap, is not a correct abstention), and the kind of answer
   the model gave (toolcanary.evaluate.answers), which leaves BFCL's verdict alone: the rows count the correct
-  items that held unparsed call markup in `correct_unparsed`.
+  items that held unparsed call markup in `correct_unparsed`. Each outcome keeps BFCL's own verdict
+  (`bfcl_correct`) and the tokens the server generated (`output_tokens`), so the rows also count the truncated
+  and overlong items with BFCL's verdict on them, and the correct items that were a reasoning trace alone
+  (`truncated`, `truncated_bfcl_correct`, `overlong`, `overlong_bfcl_correct`, `correct_empty_reasoning`).
 
     results = read_results(paths.result_dir, "toolcanary-served-FC", ids)
     outcomes = build_outcomes(ids, results, read_scores(paths.score_dir, ids, not_before))
@@ -35,6 +38,7 @@ from toolcanary.contract.pass_files import (
     ItemOutcome,
     count_outcomes,
     count_unparsed_correct,
+    count_verdicts,
 )
 from toolcanary.evaluate import guards
 from toolcanary.evaluate.answers import entry_answer_kind
@@ -59,6 +63,24 @@ def truncated(entry: dict) -> bool:
     """Whether the server cut one of the item's responses at the output cap (the handler's count)."""
     count = entry.get(TRUNCATED_FIELD, 0)
     return isinstance(count, int) and count > 0
+
+
+def output_tokens(entry: dict) -> int | None:
+    """Tokens the server generated for the item, over all its responses: BFCL's `output_token_count`, a number
+    for a single-turn item and a list per turn of numbers per step for a multi-turn one. None when the line has
+    none (a failed request) or holds anything else."""
+    def total(value: object) -> float | None:
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int | float):
+            return value if 0 <= value < float("inf") else None
+        if isinstance(value, list):
+            parts = [total(v) for v in value]
+            return None if None in parts else sum(parts)
+        return None
+
+    found = total(entry.get("output_token_count"))
+    return None if found is None else int(found)
 
 
 def _empty(response: object, tokens: object) -> bool:
@@ -238,7 +260,8 @@ def read_scores(score_dir: Path, ids: dict[str, list[str]], not_before: float) -
 def build_outcomes(
     ids: dict[str, list[str]], results: dict[str, dict[str, dict]], scores: dict[str, CategoryScore],
 ) -> list[ItemOutcome]:
-    """One outcome per requested item, in request order, with the kind of answer the model gave."""
+    """One outcome per requested item, in request order, with the kind of answer the model gave, BFCL's own
+    verdict (before the overlong and truncated overrides) and the tokens generated for it."""
     outcomes = []
     for category, expected in ids.items():
         failed = scores[category].failed
@@ -253,13 +276,18 @@ def build_outcomes(
             else:
                 outcome = TRUNCATED if truncated(entry) else failed.get(item, CORRECT)
                 answer = entry_answer_kind(entry, offered[item])
-            outcomes.append(ItemOutcome(category=category, id=item, outcome=outcome, answer=answer))
+            outcomes.append(ItemOutcome(category=category, id=item, outcome=outcome, answer=answer,
+                                        bfcl_correct=item not in failed, output_tokens=output_tokens(entry)))
     return outcomes
 
 
 def count_rows(step: int, pass_index: int, outcomes: list[ItemOutcome], overlong_counted_wrong: bool) -> list[BfclRow]:
-    """Raw correct/total per category, in the order categories were requested, and how many of the correct
-    items held call markup the server did not parse (None for a category with unclassified items)."""
+    """Raw correct/total per category, in the order categories were requested; how many of the correct items
+    held call markup the server did not parse (None for a category with unclassified items); the truncated and
+    overlong items with BFCL's verdict on them, and the correct items that were a reasoning trace alone
+    (`toolcanary.contract.pass_files.count_verdicts`)."""
     counts = count_outcomes(outcomes, overlong_counted_wrong)
     unparsed = count_unparsed_correct(outcomes)
-    return [BfclRow(step, pass_index, c, correct, total, unparsed[c]) for c, (correct, total) in counts.items()]
+    verdicts = count_verdicts(outcomes)
+    return [BfclRow(step, pass_index, c, correct, total, unparsed[c], **verdicts[c])
+            for c, (correct, total) in counts.items()]

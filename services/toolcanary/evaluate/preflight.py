@@ -6,6 +6,9 @@ list the expected model (a stale server would score another checkpoint), accept 
 abstention), return a forced call as structured `tool_calls`, and never leave raw `<tool_call>` text in
 `content` (the server runs without the hermes tool parser, so every call would score as abstention).
 
+The probe also observes the chat-template thinking mode the server applies (`observe_thinking`), for the
+pass manifest's `served_enable_thinking`; that observation never fails the probe.
+
 Phase 2 of every pass (`toolcanary.evaluate.runner`), run by `python -m toolcanary.evaluate run`.
 """
 
@@ -31,6 +34,7 @@ PROBE_TOOL = {
 }
 PROBE_MESSAGES = [{"role": "user", "content": "What is the weather in Paris? Call the get_weather tool."}]
 FIX_PARSER = "Start vLLM with --enable-auto-tool-choice --tool-call-parser hermes (toolcanary.serve.command)"
+THINKING_MESSAGES = [{"role": "user", "content": "Say hello."}]
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ class ProbeReport:
     models: list[str]
     max_model_len: int | None
     forced_with: str
+    enable_thinking: bool | None = None
+    """The thinking mode the server's chat template applied (`observe_thinking`); None: not observed."""
 
 
 def _fail(base_url: str, expected: str, got: str, fix: str) -> ContractError:
@@ -118,5 +124,55 @@ def probe(base_url: str, served_model: str, api_key: str = "EMPTY", timeout_s: f
         elif not calls or calls[0].get("function", {}).get("name") != "get_weather":
             raise _fail(base_url, "a forced get_weather call as structured tool_calls",
                         f"tool_calls={calls!r}, content={str(message.get('content'))[:200]!r}", FIX_PARSER)
+        thinking = observe_thinking(client, base_url, served_model)
     log.info("preflight ok: %s serves %s (max_model_len=%s)", base_url, served_model, max_len)
-    return ProbeReport(models=models, max_model_len=max_len, forced_with=forced_with)
+    return ProbeReport(models=models, max_model_len=max_len, forced_with=forced_with, enable_thinking=thinking)
+
+
+def observe_thinking(client: httpx.Client, base_url: str, served_model: str) -> bool | None:
+    """The chat-template thinking mode the server applies to a chat request, or None (with a log line saying
+    why) when it cannot be told; never a guess.
+
+    vLLM's `POST /tokenize` (at the server root, beside /v1) renders messages through the served chat template.
+    The prompt is rendered twice there, with `chat_template_kwargs` {"enable_thinking": true} and {... false}
+    (a Qwen3 template without thinking appends an empty `<think></think>` block), and a one-token chat
+    request on the same messages says, in `usage.prompt_tokens`, which of the two the server actually fed the
+    model. The chat request is the witness rather than a third render with the server's defaults, since vLLM
+    versions differ in whether /tokenize applies `--default-chat-template-kwargs`.
+    """
+    root = base_url.removesuffix("/v1")
+    counts = {}
+    for enable in (True, False):
+        body = {"model": served_model, "messages": THINKING_MESSAGES, "add_generation_prompt": True,
+                "chat_template_kwargs": {"enable_thinking": enable}}
+        try:
+            response = client.post(f"{root}/tokenize", json=body)
+            response.raise_for_status()
+            counts[enable] = response.json()["tokens"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+            log.warning("served thinking mode not observed: %s/tokenize did not render a chat prompt (%s: %s); "
+                        "the manifest records served_enable_thinking null", root, type(err).__name__, str(err)[:200])
+            return None
+    if counts[True] == counts[False]:
+        log.warning("served thinking mode not observed: the chat template renders the same prompt with "
+                    "enable_thinking true and false (it has no thinking switch, or the server ignores "
+                    "chat_template_kwargs in /tokenize); the manifest records served_enable_thinking null")
+        return None
+    try:
+        answer = client.post(f"{base_url}/chat/completions", json={
+            "model": served_model, "messages": THINKING_MESSAGES, "max_tokens": 1, "temperature": 0})
+        answer.raise_for_status()
+        prompt_tokens = answer.json()["usage"]["prompt_tokens"]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+        log.warning("served thinking mode not observed: no prompt token count from a chat request (%s: %s); the "
+                    "manifest records served_enable_thinking null", type(err).__name__, str(err)[:200])
+        return None
+    matches = [enable for enable, tokens in counts.items() if len(tokens) == prompt_tokens]
+    if len(matches) != 1:
+        log.warning("served thinking mode not observed: the chat request's prompt had %s tokens, the template "
+                    "renders %d with thinking and %d without; the manifest records served_enable_thinking null",
+                    prompt_tokens, len(counts[True]), len(counts[False]))
+        return None
+    log.info("served thinking mode: %s (the chat prompt has the %d tokens of the template rendered with "
+             "enable_thinking %s)", "on" if matches[0] else "off", prompt_tokens, str(matches[0]).lower())
+    return matches[0]

@@ -415,7 +415,7 @@ def _start_folder(settings: EvalSettings, opts: PassOptions, paths: PassPaths, i
         checkpoint=checkpoint, weights_sha256=request.weights_sha256, served_model=opts.served_model,
         base_url=settings.base_url, base_model=None if checkpoint else opts.base_model,
         registry_key=settings.registry_key, served_max_model_len=report.max_model_len,
-        probe_forced_call=report.forced_with,
+        served_enable_thinking=report.enable_thinking, probe_forced_call=report.forced_with,
         bfcl_eval_version=bfcl_version(), handler=f"{HANDLER_NAME} (chat completions, FC, underscore_to_dot)",
         categories=request.categories, sample_size=opts.sample, sample_seed=opts.seed if opts.sample else None,
         sample_ids=request.ids if inputs.subset else {}, threads=sized.threads, max_tokens=sized.max_tokens,
@@ -504,7 +504,7 @@ def evaluate(settings: EvalSettings, paths: PassPaths, request: PassRequest, siz
 def count(settings: EvalSettings, paths: PassPaths, request: PassRequest, manifest: EvalPassManifest,
           results: dict[str, dict[str, dict]], scores: dict, timings: dict[str, float], t0: float) -> list[BfclRow]:
     """Write outcomes.jsonl and the manifest's error counts, overlong, truncated and unparsed-credit items,
-    answer kinds and timings; return the rows."""
+    answer kinds and timings; return the rows (with the counts beside correct/total, `count_rows`)."""
     outcomes = build_outcomes(request.ids, results, scores)
     rows = count_rows(request.step, request.pass_index, outcomes, settings.overlong_counted_wrong)
     write_outcomes(paths.outcomes, outcomes)
@@ -522,6 +522,12 @@ def count(settings: EvalSettings, paths: PassPaths, request: PassRequest, manife
                     paths.folder.name, sum(map(len, cut.values())), manifest.max_tokens,
                     sum(map(len, credited.values())), paths.manifest)
     record_answer_kinds(paths, manifest, outcomes)
+    reasoning_only = {r.category: r.correct_empty_reasoning for r in rows if r.correct_empty_reasoning}
+    if reasoning_only:
+        log.warning("pass %s: BFCL counted %d items correct whose answer had no content although the server "
+                    "generated tokens for it, a reasoning trace alone (%s); BFCL's count keeps them, "
+                    "correct_empty_reasoning in %s counts them", paths.folder.name, sum(reasoning_only.values()),
+                    ", ".join(f"{c}: {n}" for c, n in reasoning_only.items()), BFCL_BY_CATEGORY)
     manifest.timings_s = {**timings, "total": round(time.monotonic() - t0, 3)}
     write_json(paths.manifest, manifest.model_dump(mode="json"))
     return rows
