@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from toolcanary.analysis.__main__ import main
-from toolcanary.analysis.compare import bootstrap_changes, compare_folder, load_compared
+from toolcanary.analysis.compare import between_run_interval, bootstrap_changes, compare_folder, load_compared
 from toolcanary.analysis.items import pair_steps
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
@@ -227,6 +227,20 @@ def test_several_runs_per_arm_carry_the_spread_between_runs(tmp_path, monkeypatc
     difference, interval, _ = _t_interval((10, 8), (1,))
     assert one["interval"]["df"] == 1
     assert one["aggregates"]["Abstention required"]["difference_interval_pp"] == pytest.approx(interval, abs=1e-9)
+
+
+@pytest.mark.parametrize("runs", [(2, 2), (2, 1), (3, 3)])
+def test_excludes_0_between_runs_holds_its_level_when_the_arms_do_not_differ(runs):
+    """"The interval excludes 0" is a verdict: with both arms' runs drawn from one recipe (each run's change =
+    the recipe's change + the spread between seeds + its own repeat and item noise), it fires in at most 5 % of
+    comparisons, plus simulation error."""
+    rng = np.random.default_rng(17)
+    trials, fired = 2000, 0
+    for _ in range(trials):
+        changes = [-3.0 + rng.normal(0.0, 1.2, n) + rng.normal(0.0, 0.4, n) for n in runs]
+        low, high = between_run_interval(*changes, 0.95)["difference"]
+        fired += low > 0 or high < 0
+    assert fired / trials <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / trials)
 
 
 @pytest.mark.parametrize(("scoring", "field"), [
