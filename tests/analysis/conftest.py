@@ -30,7 +30,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # report_browser, the browser dr
 
 from toolcanary.contract import CONTRACT_VERSION  # noqa: E402
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
-from toolcanary.contract.csv_schemas import BFCL_COLUMNS, TRAIN_METRICS_COLUMNS, BfclRow, append_bfcl_rows
+from toolcanary.contract.csv_schemas import (
+    BFCL_COLUMNS,
+    CANARY_COLUMNS,
+    TRAIN_METRICS_COLUMNS,
+    BfclRow,
+    append_bfcl_rows,
+)
 from toolcanary.contract.manifests import EvalPassManifest
 from toolcanary.contract.pass_files import (
     ItemOutcome,
@@ -108,7 +114,8 @@ class GoldenRun:
             for i, step in enumerate(steps):
                 values = {"step": int(step), "reward_mean": reward[i], "reward_std": self.reward_std,
                           "curriculum_level": level[i], "tool_call_share": share[i]}
-                writer.writerow([values.get(c, 0.5) for c in TRAIN_METRICS_COLUMNS])
+                # the canary's columns stay empty, as in a run too short to measure it
+                writer.writerow([values.get(c, "" if c in CANARY_COLUMNS else 0.5) for c in TRAIN_METRICS_COLUMNS])
 
 
 @pytest.fixture

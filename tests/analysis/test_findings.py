@@ -212,3 +212,18 @@ def test_the_table_does_not_depend_on_how_many_training_steps_there_are(golden, 
         assert main(["--data", str(golden(f"run{steps}", train_steps=steps)), "--table", "--format", "csv"]) == 0
         tables.append(capsys.readouterr().out)
     assert tables[0] == tables[1]
+
+
+def test_the_trainers_canary_is_reported_where_it_fired(golden, capsys):
+    folder = golden()
+    frame = pd.read_csv(folder / "train_metrics.csv")
+    frame["tool_call_share_shift"] = np.where(frame.step > 5, -0.002 * (frame.step - 5), np.nan)
+    frame["tool_call_canary"] = np.where(frame.step > 5, (frame.tool_call_share_shift.abs() > 0.15).astype(float),
+                                         np.nan)
+    frame.to_csv(folder / "train_metrics.csv", index=False)
+    canary = findings(capsys, folder)["training"]["canary"]
+    assert canary["measured"] is True and canary["fired_steps"] == list(range(81, 201))
+    assert canary["last_shift"] == pytest.approx(-0.002 * 195) == canary["largest_shift"]
+    assert main(["--data", str(folder), "--table"]) == 0
+    assert "Tool-call canary: the share moved beyond its threshold at 120 step(s), first at step 81" in \
+        capsys.readouterr().out

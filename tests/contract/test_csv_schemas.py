@@ -3,6 +3,8 @@
 Run: .venvs/dev/bin/python -m pytest tests/contract/test_csv_schemas.py -q
 """
 
+import math
+
 import pytest
 
 from toolcanary.contract import (
@@ -15,7 +17,7 @@ from toolcanary.contract import (
     read_bfcl_by_category,
     read_train_metrics,
 )
-from toolcanary.contract.csv_schemas import MEASURED_COLUMNS, VERDICT_COLUMNS
+from toolcanary.contract.csv_schemas import CANARY_COLUMNS, MEASURED_COLUMNS, VERDICT_COLUMNS
 
 
 def write(path, header, rows):
@@ -92,8 +94,15 @@ def test_train_metrics_require_every_column_and_numbers(tmp_path):
     bad = [tuple([1] + ["high"] + [0.5] * (len(TRAIN_METRICS_COLUMNS) - 2))]
     with pytest.raises(ContractError, match="line 2, column 'reward_mean'"):
         read_train_metrics(write(tmp_path / "t2.csv", TRAIN_METRICS_COLUMNS, bad))
+    required = [c for c in TRAIN_METRICS_COLUMNS if c not in CANARY_COLUMNS]
     with pytest.raises(ContractError, match="missing"):
-        read_train_metrics(write(tmp_path / "t3.csv", TRAIN_METRICS_COLUMNS[:-1], [good[0][:-1]]))
+        read_train_metrics(write(tmp_path / "t3.csv", required[:-1], [good[0][:len(required) - 1]]))
+
+
+def test_train_metrics_from_before_the_canary_read_it_as_not_measured(tmp_path):
+    columns = [c for c in TRAIN_METRICS_COLUMNS if c not in CANARY_COLUMNS]
+    rows = read_train_metrics(write(tmp_path / "t.csv", columns, [tuple([1] + [0.5] * (len(columns) - 1))]))
+    assert all(math.isnan(rows[0][c]) for c in CANARY_COLUMNS) and rows[0]["tool_call_share"] == 0.5
 
 
 def test_correct_unparsed_reads_back_and_is_none_where_not_measured(tmp_path):

@@ -71,3 +71,25 @@ def test_any_call_on_an_abstention_task_earns_minus_1(make_client, new_task):
         assert verdict["reward"] == -1
     user = client.post("/v1/user", json={"task_key": task["task_key"], "history": trajectory}).json()
     assert user["done"] is True and user["reward"] == -1
+
+
+def test_a_malformed_call_on_an_abstention_task_earns_minus_1(make_client, new_task):
+    """The trainer sends a turn whose call it could not read without the markup, and the tool message that
+    answered it with an error: the attempt is a call all the same, or a policy that garbles its calls would be
+    paid as if it had declined."""
+    client = make_client(no_call_fraction=1.0)
+    task = new_task(client, "garbled-call", num_tools=2)
+    trajectory = [{"role": "user", "content": task["first_user_query"]},
+                  {"role": "assistant", "content": "", "tool_calls": []},
+                  {"role": "tool", "content": "Error: malformed tool call (unterminated <tool_call> block).",
+                   "is_error": True},
+                  {"role": "assistant", "content": "Sorry, none of my tools can do that."}]
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": trajectory,
+                                               "num_criteria": 2}).json()
+    assert verdict["reward"] == -1
+    user = client.post("/v1/user", json={"task_key": task["task_key"], "history": trajectory}).json()
+    assert user["done"] is True and user["reward"] == -1
+    declined = [trajectory[0], trajectory[3]]
+    verdict = client.post("/v1/verify", json={"task_key": task["task_key"], "trajectory": declined,
+                                               "num_criteria": 2}).json()
+    assert verdict["reward"] == 1

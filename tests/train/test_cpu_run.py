@@ -38,7 +38,8 @@ def _train(tmp_path, *args: str, env_extra: dict | None = None) -> subprocess.Co
 
 @pytest.mark.slow
 def test_two_steps_end_to_end_then_resume(tmp_path):
-    done = _train(tmp_path, "cpu", "--run", "e2e", "--steps", "2", "--save-every", "1", *SMALL)
+    canary = ["--canary-steps", "1", "--canary-shift", "0.0001"]  # compared from step 2 on, warns on almost any move
+    done = _train(tmp_path, "cpu", "--run", "e2e", "--steps", "2", "--save-every", "1", *SMALL, *canary)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
     assert summary["resumed_from"] == 0 and summary["last_step"] == 2
@@ -74,7 +75,7 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
     assert list((tmp_path / "runs" / "e2e" / "simulator").glob("*.jsonl"))
 
     state_level = json.loads((run_dir / "step_0002" / "manifest.json").read_text())["curriculum_level"]
-    resumed = _train(tmp_path, "cpu", "--run", "e2e", "--steps", "3", "--save-every", "1", *SMALL)
+    resumed = _train(tmp_path, "cpu", "--run", "e2e", "--steps", "3", "--save-every", "1", *SMALL, *canary)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads(resumed.stdout)
     assert summary["resumed_from"] == 2
@@ -83,6 +84,14 @@ def test_two_steps_end_to_end_then_resume(tmp_path):
     assert rows[2]["curriculum_level"] == state_level  # step 3 starts where step 2's update left the level
     assert [e.step for e in read_published(run_dir)] == [0, 1, 2, 3]
     assert (tmp_path / "results" / "e2e" / "warm_start.csv").read_text().splitlines() == warm  # not redone
+    # The tool-call canary: each step's share against step 1's, across the resume, read back from the file.
+    shares = [r["tool_call_share"] for r in rows]
+    assert math.isnan(rows[0]["tool_call_share_shift"]) and math.isnan(rows[0]["tool_call_canary"])
+    for row, share in zip(rows[1:], shares[1:], strict=True):
+        assert row["tool_call_share_shift"] == pytest.approx(share - shares[0], abs=1e-5)
+        assert row["tool_call_canary"] == float(abs(share - shares[0]) > 0.0001)
+    warned = (done.stderr + resumed.stderr).count("tool-call canary at step")
+    assert warned == sum(r["tool_call_canary"] == 1.0 for r in rows)
 
 
 def test_cli_help_has_examples_and_bad_settings_are_explained(tmp_path):

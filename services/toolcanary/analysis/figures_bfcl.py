@@ -48,8 +48,9 @@ def f2_aggregates(run: BfclRun, settings: AnalysisSettings) -> plt.Figure:
             floor = 2 * math.sqrt(float(np.mean(np.square(sds))))
             ax.axhspan(row.step0 - floor, row.step0 + floor, color="0.6", alpha=0.2, lw=0)
         # An undefined t (two steps, a flat series) reads "n/a", as in the table, never "+nan".
-        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, p change {p_text(row.test.p)} "
-                     f"(t {number_text(row.trend.t, '+.2f')}, descriptive)")
+        tested = (f"p change {p_text(row.test.p)} (t {number_text(row.trend.t, '+.2f')}, descriptive)"
+                  if not math.isnan(row.test.p) else "no test (under 3 checkpoints, or flat)")
+        ax.set_title(f"{row.name}\n{row.delta_pp:+.2f} pp first to last, {tested}")
         frame(PERCENT, {ax: [Series("", row.series.values)]})
         ax.set_ylabel("accuracy (%)")
     legend_ax = axes.flat[-1]

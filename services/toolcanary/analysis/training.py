@@ -69,6 +69,30 @@ def curriculum_ceiling(steps: np.ndarray, levels: np.ndarray, ceiling: float) ->
     }
 
 
+def canary_findings(run: TrainRun) -> dict[str, Any]:
+    """What the trainer's tool-call canary recorded (`toolcanary.train.canary`): the steps at which the share had
+    moved beyond its threshold from the run's first steps, and the shift at the last measured step."""
+    shift_steps, shifts = run.series("tool_call_share_shift")
+    fired_steps, fired = run.series("tool_call_canary")
+    if not len(shift_steps):
+        return {"measured": False, "fired_steps": [], "last_shift": None, "largest_shift": None}
+    largest = float(shifts[np.argmax(np.abs(shifts))])
+    return {"measured": True, "fired_steps": [int(s) for s in fired_steps[fired > 0]],
+            "last_step": int(shift_steps[-1]), "last_shift": float(shifts[-1]), "largest_shift": largest}
+
+
+def canary_prose(found: dict[str, Any]) -> str:
+    if not found["measured"]:
+        return ("  Tool-call canary: not recorded (a train_metrics.csv from before contract 1.10, or a run too short "
+                "to measure it).")
+    fired = found["fired_steps"]
+    if not fired:
+        return (f"  Tool-call canary: never beyond its threshold (largest shift {found['largest_shift']:+.3f} from the "
+                "run's first steps).")
+    return (f"  Tool-call canary: the share moved beyond its threshold at {len(fired)} step(s), first at step "
+            f"{fired[0]}; shift {found['last_shift']:+.3f} at step {found['last_step']} (the trainer's log warned).")
+
+
 def training_findings(run: TrainRun, settings: AnalysisSettings) -> dict[str, Any]:
     share_steps, share = run.series("tool_call_share")
     reward_steps, reward = run.series("reward_mean")
@@ -84,6 +108,7 @@ def training_findings(run: TrainRun, settings: AnalysisSettings) -> dict[str, An
             "trend": series_trend_json(share_steps, share, settings),
             "level_shift": shift_json(shift, settings),
         },
+        "canary": canary_findings(run),
         "curriculum": curriculum_ceiling(level_steps, levels, settings.curriculum_ceiling),
         "reward": {
             "first": float(reward[0]), "last": float(reward[-1]),
@@ -124,6 +149,7 @@ def training_prose(found: dict[str, Any], settings: AnalysisSettings) -> list[st
             f"before, {shift['level_after']:.3f} after, slopes {shift['before'][key]:+.4f} and "
             f"{shift['after'][key]:+.4f} per {settings.slope_steps} steps; {verdict} (BIC, descriptive)."
         )
+    lines.append(canary_prose(found["canary"]))
     if curriculum["first_step"] is None:
         lines.append(f"  The curriculum never reaches its ceiling of {curriculum['ceiling']:g} "
                      f"(highest level {curriculum['max_level']:g}).")

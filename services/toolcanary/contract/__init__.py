@@ -102,7 +102,8 @@ from toolcanary.contract.tasks import (
 # advantage_abs_mean (files without them still read, as "not measured"); role records are written validated.
 # 1.10: bfcl_by_category.csv gained truncated, truncated_bfcl_correct, overlong, overlong_bfcl_correct and
 # correct_empty_reasoning (files without them still read, as "not measured"); a pass manifest records the
-# thinking mode the server applied (`served_enable_thinking`).
+# thinking mode the server applied (`served_enable_thinking`); train_metrics.csv gained the training-side
+# canary, tool_call_share_shift and tool_call_canary (files without them still read, as "not measured").
 CONTRACT_VERSION = "1.10"
 
 __all__ = [

@@ -62,6 +62,9 @@ BFCL_WRITTEN_COLUMNS = (*BFCL_COLUMNS, *MEASURED_COLUMNS)
 # What the policy update did (measured by the CPU run; verl logs its own under `actor/`): the clipped loss,
 # the share of clipped tokens, the gradient norm before clipping and the mean |advantage|.
 UPDATE_COLUMNS = ("pg_loss", "pg_clipfrac", "grad_norm", "advantage_abs_mean")
+# The training-side canary (`toolcanary.train.canary`, contract 1.10): the tool-call share's shift from the run's
+# first steps, and 1 where it was beyond the set threshold; empty until the run has steps enough to measure it.
+CANARY_COLUMNS = ("tool_call_share_shift", "tool_call_canary")
 TRAIN_METRICS_COLUMNS = (
     "step",
     "reward_mean",
@@ -87,6 +90,7 @@ TRAIN_METRICS_COLUMNS = (
     # Aborted episodes of the step by cause (they sum to aborted_frac x episodes): which fault is eating the
     # step. The causes are those of `simulator_api.AbortCause`.
     *(f"aborted_{cause}" for cause in ABORT_CAUSES),
+    *CANARY_COLUMNS,
 )
 ABORT_COLUMNS = tuple(f"aborted_{cause}" for cause in ABORT_CAUSES)
 
@@ -309,8 +313,8 @@ def read_train_metrics(path: str | Path) -> list[dict[str, float]]:
         raise ContractError(str(path), f"a {TRAIN_METRICS} file", "no such file")
     rows: list[dict[str, float]] = []
     steps: dict[int, int] = {}
-    # Files written before contract 1.9 lack the update columns: they read as "not measured".
-    required = tuple(c for c in TRAIN_METRICS_COLUMNS if c not in UPDATE_COLUMNS)
+    # Files written before contracts 1.9 and 1.10 lack the update and the canary columns: "not measured".
+    required = tuple(c for c in TRAIN_METRICS_COLUMNS if c not in (*UPDATE_COLUMNS, *CANARY_COLUMNS))
     for line, record in _records(path, required):
         step = _int(path, line, "step", record.get("step"))
         if step in steps:

@@ -71,9 +71,18 @@ def wrote_call_markup(history: list) -> bool:
     return any("<tool_call>" in (m.content or "") for m in history if isinstance(m, AssistantMessage))
 
 
+def attempted_call(history: list) -> bool:
+    """Whether the assistant tried to call a tool anywhere in the conversation: a structured call, call markup
+    in its text, or a tool message, which only ever answers an attempt. The last covers a malformed call as the
+    project's trainer sends it: the assistant turn without its unreadable markup, then the tool message
+    "Error: malformed tool call ..." that answered it."""
+    return bool(executed_calls(history)) or wrote_call_markup(history) or any(
+        isinstance(m, ToolMessage) for m in history)
+
+
 def abstention_verdict(trajectory: list) -> VerifyResponse:
-    """The verifier's reward on an abstention task: 1 when no call was executed and none written, else -1."""
-    if executed_calls(trajectory) or wrote_call_markup(trajectory):
+    """The verifier's reward on an abstention task: 1 when the assistant never tried to call a tool, else -1."""
+    if attempted_call(trajectory):
         return VerifyResponse(reward=-1, reasoning="A tool was called although no offered tool serves the request.",
                               criteria=list(ABSTENTION_CRITERIA))
     return VerifyResponse(reward=1, reasoning="No tool was called: the request was declined or answered directly, "

@@ -132,6 +132,11 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     http_retries: int = Field(2, description="transport retries of a simulator request")
     max_in_flight: int = Field(64, description="simulator requests in flight at once")
     # Faults (toolcanary.train.faults): the circuit breaker, and how long a step waits for the simulator.
+    canary_steps: int = Field(5, ge=1, description="tool-call canary: the mean tool-call share of the last this many "
+                                                  "training steps is compared with that of the first as many")
+    canary_shift: float = Field(0.15, gt=0, le=1, description="tool-call canary: warn when those two means differ by "
+                                                            "more than this (an absolute share); the shift is in "
+                                                            "train_metrics.csv at every step")
     max_aborted_frac: float = Field(0.5, description="circuit breaker: a step whose aborted share of episodes is "
                                                      "above this counts towards a stop")
     max_aborted_steps: int = Field(3, description="circuit breaker: that many such steps in a row stop the run, "

@@ -26,7 +26,7 @@ from statistics import fmean, pstdev
 
 from toolcanary.contract import training_files
 from toolcanary.contract.append_only import append_text, iter_lines, refused_line, rewrite_lines
-from toolcanary.contract.csv_schemas import TRAIN_METRICS_COLUMNS
+from toolcanary.contract.csv_schemas import CANARY_COLUMNS, TRAIN_METRICS_COLUMNS
 from toolcanary.contract.training_files import EpisodeRecord
 from toolcanary.train.faults import abort_counts
 
@@ -59,7 +59,8 @@ def _ratio(numerator: float, denominator: float) -> float:
 
 def step_row(step: int, records: list[EpisodeRecord], *, level: int, update: UpdateStats | None = None,
              step_seconds: float) -> dict[str, float]:
-    """The `train_metrics.csv` row of one step (`update` None: a trainer that measured none of it)."""
+    """The `train_metrics.csv` row of one step (`update` None: a trainer that measured none of it). The canary's
+    columns are NaN here: the trainer fills them from the run's earlier rows (`toolcanary.train.canary`)."""
     update = update or UpdateStats()
     rewards = [float(r.reward) for r in records]
     done = [r for r in records if r.outcome == "ok"]
@@ -84,6 +85,7 @@ def step_row(step: int, records: list[EpisodeRecord], *, level: int, update: Upd
         "simulator_tokens": sum(r.simulator_tokens for r in records),
         "step_seconds": step_seconds,
         **{f"aborted_{cause}": count for cause, count in abort_counts(records).items()},
+        **dict.fromkeys(CANARY_COLUMNS, math.nan),
     }
     if tuple(row) != TRAIN_METRICS_COLUMNS:  # the contract and this function must never drift apart
         raise RuntimeError(f"train metrics row {tuple(row)} differs from the contract {TRAIN_METRICS_COLUMNS}")

@@ -7,7 +7,7 @@ Rewards follow TRUSTEE's meanings, made exact:
   without doing the work; the user ends (`done`, empty reply) when all is done or after one unheeded reminder;
 - verifier: the ordered criteria below, of which the first `num_criteria` count; 1 when all of them hold, 0 when
   at least half the expected calls were made correctly, -1 otherwise or when no tool was called. On an
-  abstention task: 1 for declining or answering directly, -1 for any call.
+  abstention task: 1 for declining or answering directly, -1 for any call, a malformed one included.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from toolcanary.contract import (
     UserResponse,
     VerifyResponse,
 )
-from toolcanary.simulator.calls import abstention_verdict, executed_calls, wrote_call_markup
+from toolcanary.simulator.calls import abstention_verdict, attempted_call, executed_calls, wrote_call_markup
 from toolcanary.simulator.scripted.matching import call_matches, match_expected, user_texts
 from toolcanary.simulator.scripted.plan import NUDGE, TaskPlan
 from toolcanary.simulator.scripted.results import make_result
@@ -58,8 +58,7 @@ def tool_turn(task: SimulatedTask, history: list, call: ToolCall, hint: dict[str
 
 def user_turn(task: SimulatedTask, history: list) -> UserResponse:
     if not task.call_expected:
-        called = bool(executed_calls(history))
-        return UserResponse(reply="", reward=-1 if called else 1, done=True)
+        return UserResponse(reply="", reward=-1 if attempted_call(history) else 1, done=True)
     plan = TaskPlan.of(task)
     said = user_texts(history)
     satisfied = match_expected(task.expected_tool_calls, executed_calls(history))

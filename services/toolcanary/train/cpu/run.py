@@ -35,6 +35,7 @@ import torch
 
 from toolcanary.contract.csv_schemas import TRAIN_METRICS, WARM_START, WARM_START_COLUMNS
 from toolcanary.contract.training_files import EPISODES_FILE, HELD_OUT_FILE, EpisodeRecord, write_held_out
+from toolcanary.train.canary import canary_columns
 from toolcanary.train.cpu.embedded_simulator import EmbeddedSimulator
 from toolcanary.train.cpu.generation_client import TransformersGenerationClient
 from toolcanary.train.cpu.gold_conversations import conversation_mix, gold_conversations, warm_start_requests
@@ -219,6 +220,8 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                 raise stopped(err, step - 1) from None
             update = grpo_update(policy, reference, optimizer, outputs, config=grpo, threads=update_threads)
             row = step_row(step, records, level=level, update=update, step_seconds=round(time.monotonic() - began, 3))
+            row |= canary_columns(metrics_csv, step, row["tool_call_share"], steps=settings.canary_steps,
+                                  threshold=settings.canary_shift)
             append_metrics_row(metrics_csv, row)
             append_episodes(episodes_jsonl, records)
             new_level = curriculum.update(row["reward_mean"])

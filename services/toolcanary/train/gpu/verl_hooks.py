@@ -49,6 +49,7 @@ from toolcanary.contract.training_files import (
     step_episodes,
     write_curriculum,
 )
+from toolcanary.train.canary import canary_columns
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import EpisodeSpec
 from toolcanary.train.faults import CircuitBreaker, TrainingStopped, fatal_stop
@@ -159,6 +160,8 @@ def close_step(settings: TrainSettings, curriculum: Curriculum, step: int, attem
     if not records:
         return None
     row = step_row(step, records, level=curriculum.level, step_seconds=math.nan)
+    row |= canary_columns(metrics_path(settings), step, row["tool_call_share"], steps=settings.canary_steps,
+                          threshold=settings.canary_shift)
     append_metrics_row(metrics_path(settings), row)
     curriculum.update(row["reward_mean"])  # aborted episodes at their record's reward (see train.metrics)
     _record_closed(settings, curriculum, step)
