@@ -4,9 +4,8 @@ A run is one training trajectory scored at about 21 checkpoints. Its per-checkpo
 checkpoint's policy is the next one's starting point, so residuals around any line are correlated (the
 reference run reports a lag-1 correlation of +0.54), and 21 points cannot tell a stationary wander with a high
 correlation, or a random walk, from a trend. The classical and Newey-West t statistics assume far less
-correlation than that: at 21 checkpoints |t| >= 2 happens in about 30 % of series with no trend at a
-correlation of 0.54 and in about 70 % of random walks. The lag-1 estimate cannot fix it, because at 21 points it
-is biased low (a true 0.54 reads about 0.30 on average) and varies widely.
+correlation than that, so |t| >= 2 fires on many trend-free series (LOG.md has the rates). The lag-1 estimate
+cannot fix it: at 21 points it is biased low and varies widely.
 
 So each verdict here comes from a test whose false-positive rate is bounded over the whole family of
 trend-free wanders a run can show, not at one estimated correlation:
@@ -18,8 +17,7 @@ trend-free wanders a run can show, not at one estimated correlation:
   `NULL_RHOS` (per median gap between checkpoints, so irregular spacing is honoured) and for a random walk;
   its p-value is the largest of their Monte Carlo p-values (a least-favourable null), valid whatever the
   correlation in that range. The change's p is the smaller of the two times two (Bonferroni). The price is
-  power: at 21 evenly spaced checkpoints |t| must exceed about 12.6 and the sup-F about 113 to beat the random
-  walk.
+  power, since the random walk sets the bar (docs/analysis.md, "Verdicts").
 - **Beyond the repeat noise** (`repeat_noise_test`). Whether the first and the last checkpoint score
   differently on this bank beyond what re-scoring one checkpoint gives: a two-sample t on the two steps'
   pass means, with the repeat variance pooled over every repeated step (so 3 passes at 3 steps give 6 degrees
@@ -45,7 +43,6 @@ import numpy as np
 from scipy import stats as scipy_stats
 
 from toolcanary.analysis.data import StepSeries
-from toolcanary.analysis.stats import ols_trend
 
 NULL_RHOS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 """Lag-1 correlations of the trend-free wanders the trend test guards against, per median gap between
@@ -174,14 +171,6 @@ def change_test(steps: np.ndarray, values: np.ndarray, t: float, min_segment: in
         f_shift = float(sup_f(values[None, :], min_segment)[0])
         p_shift, _ = _least_favourable([null_f for _, null_f in nulls], f_shift)
     return ChangeTest(t, p_trend, f_shift, p_shift, worst)
-
-
-def series_change_test(steps: np.ndarray, values: np.ndarray, min_segment: int, replicates: int,
-                       seed: int) -> ChangeTest:
-    """`change_test` of a series' own OLS slope (for series that are not table rows: sub-groups, training)."""
-    if len(steps) < 3:
-        return NOT_TESTED
-    return change_test(steps, values, ols_trend(steps, values, lags=1).t, min_segment, replicates, seed)
 
 
 @dataclass(frozen=True)
