@@ -56,7 +56,13 @@ from typing import Any
 import numpy as np
 
 from toolcanary.analysis.data import BfclRun, finite_or_none, load_bfcl
-from toolcanary.analysis.items import PairedCategory, pair_steps, percentile_interval
+from toolcanary.analysis.items import (
+    PairedCategory,
+    drawn_and_measurable,
+    observed_shares,
+    pair_steps,
+    percentile_interval,
+)
 from toolcanary.analysis.passes import RunItems, pass_folder
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
@@ -242,18 +248,13 @@ def _steps(run: BfclRun) -> str:
     return ", ".join(map(str, steps[:10])) + (" ..." if len(steps) > 10 else "")
 
 
-def _shares(paired: list[PairedCategory], side: str) -> dict[str, tuple[float, int]]:
-    return {p.category: (float(getattr(p, side).mean(axis=1).sum()), p.size) for p in paired if p.size}
-
-
 def _measurable(paired: list[PairedCategory]) -> list[str]:
-    sizes = {p.category: p.size for p in paired}
-    return [a.name for a in AGGREGATES if all(sizes.get(c) for c in a.categories)]
+    return drawn_and_measurable(paired)[1]
 
 
 def run_values(paired: list[PairedCategory]) -> dict[str, tuple[float, float]]:
     """(at the baseline, at the last step) of every aggregate the run can measure, from its paired items."""
-    first, last = _shares(paired, "a"), _shares(paired, "b")
+    first, last = observed_shares(paired)
     return {name: (aggregate_value(name, first), aggregate_value(name, last)) for name in _measurable(paired)}
 
 

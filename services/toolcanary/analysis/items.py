@@ -185,13 +185,23 @@ def _changes(drawn: list[PairedCategory], shares_a: Shares, shares_b: Shares,
     return changes
 
 
+def drawn_and_measurable(paired: list[PairedCategory]) -> tuple[list[PairedCategory], list[str]]:
+    """The categories with paired items, and the aggregates whose every category has some."""
+    return [p for p in paired if p.size], [name for name, reason in _measurable(paired).items() if reason is None]
+
+
+def observed_shares(paired: list[PairedCategory]) -> tuple[Shares, Shares]:
+    """(at A, at B) per category with paired items: Σ over items of the share of passes correct, and the items.
+    Σ of the shares = correct passes / passes, since the step's pass count is the same for every item."""
+    drawn = [p for p in paired if p.size]
+    return ({p.category: (int(p.a.sum()) / p.a.shape[1], p.size) for p in drawn},
+            {p.category: (int(p.b.sum()) / p.b.shape[1], p.size) for p in drawn})
+
+
 def observed_changes(paired: list[PairedCategory]) -> dict[str, float]:
     """The change B − A in pp per category with paired items and per measurable aggregate (`delta_pp`)."""
-    drawn = [p for p in paired if p.size]
-    aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
-    # Σ over items of the share = correct passes / passes: the step's pass count is the same for every item.
-    shares_a = {p.category: (int(p.a.sum()) / p.a.shape[1], p.size) for p in drawn}
-    shares_b = {p.category: (int(p.b.sum()) / p.b.shape[1], p.size) for p in drawn}
+    drawn, aggregates = drawn_and_measurable(paired)
+    shares_a, shares_b = observed_shares(paired)
     return {name: float(value) for name, value in _changes(drawn, shares_a, shares_b, aggregates).items()}
 
 
@@ -220,8 +230,7 @@ def permutation_changes(paired: list[PairedCategory], permutations: int, seed: i
 
     each elementwise over the permutations.
     """
-    drawn = [p for p in paired if p.size]
-    aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
+    drawn, aggregates = drawn_and_measurable(paired)
     rng = np.random.default_rng(seed)
     shares_a: Shares = {}
     shares_b: Shares = {}
@@ -265,8 +274,7 @@ def bootstrap_differences(paired: list[PairedCategory], replicates: int, seed: i
     each elementwise over the replicates. Categories without a paired item draw nothing; an aggregate that
     needs one is left out.
     """
-    drawn = [p for p in paired if p.size]
-    aggregates = [name for name, reason in _measurable(paired).items() if reason is None]
+    drawn, aggregates = drawn_and_measurable(paired)
     rng = np.random.default_rng(seed)
     shares_a: Shares = {}
     shares_b: Shares = {}
