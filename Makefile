@@ -46,7 +46,7 @@ HOST_ENV = $(if $(wildcard .env),$(VENV)/eval/bin/dotenv -f .env run --no-overri
 setup-%:
 	python3 scripts/setup_venvs.py $*
 
-.PHONY: help setup env build up down logs ray-worker train eval eval-all watch figures report tensorboard audit demo demo-ablation test bench lint clean
+.PHONY: help setup env build up down logs ray-worker train eval eval-all watch figures report tensorboard audit demo study test bench lint clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -116,8 +116,8 @@ audit: setup-eval ## contamination audit of RUN against BFCL
 demo: setup ## CPU: the whole experiment in miniature on SmolLM2-135M (QUICK=1 shortened, RUN= to resume, POLICY=tiny)
 	$(VENV)/dev/bin/python -m toolcanary.demo $(if $(QUICK),--quick) $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
-demo-ablation: setup ## CPU: two quick demo runs differing only in the abstention share, then --compare (RUN=, POLICY=)
-	$(VENV)/dev/bin/python -m toolcanary.demo.ablation $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
+study: setup ## CPU: the abstention ablation measured: two arms x two seeds, one table with intervals (RUN=, POLICY=)
+	$(VENV)/dev/bin/python -m toolcanary.demo.study $(if $(RUN),--run $(RUN)) $(if $(POLICY),--policy $(POLICY))
 
 test: setup ## run every service's tests in its own environment
 	scripts/run_tests.sh $(SUITES)

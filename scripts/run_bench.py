@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV_OF_PREFIX = {"analysis": "analysis", "simulator": "simulator", "eval": "eval", "audit": "eval", "train": "train"}
+ENV_OF_PREFIX = {"analysis": "analysis", "simulator": "simulator", "eval": "eval", "audit": "eval", "train": "train",
+                 "demo": "dev"}
 
 
 def flatten(prefix: str, value, out: dict) -> None:

@@ -316,3 +316,75 @@ def test_the_compare_folder_names_every_run_of_each_arm(tmp_path):
     assert len(folder.name.encode()) <= 255 and folder.name.startswith(f"{long[0]}+2more_vs_b1+1more_")
     other = compare_folder(tmp_path, [*long[:2], "seed-9-" + "x" * 90], ["b1", "b2"])
     assert other.name[:-12] == folder.name[:-12] and other != folder
+
+
+AST_CATEGORIES = ["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple",
+                  "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]
+
+
+def hidden_calls(run: str):
+    """Run "hide": at step 200 four abstention items of each category answer with call markup the server did not
+    parse (BFCL credits it: still correct) and two call items stop calling; run "show": the same four answer
+    with a parsed call (wrong). Every other answer is plain text on abstention items and a call on call items."""
+    def outcome(step, pass_index, category, item):
+        number = int(item.rsplit("_", 1)[1])
+        abstention = category in ("irrelevance", "live_irrelevance")
+        moved = step == 200 and number < 4
+        if abstention:
+            answer = ("unparsed_call" if run == "hide" else "calls") if moved else "text"
+            return ("wrong" if answer == "calls" else "correct", answer, answer != "calls")
+        answer = "text" if step == 200 and number < 2 and run == "hide" else "calls"
+        return ("correct" if answer == "calls" and number % 2 == 0 else "wrong", answer,
+                answer == "calls" and number % 2 == 0)
+    return outcome
+
+
+def test_the_behaviour_rows_show_what_bfcls_credit_hides(tmp_path, monkeypatch, item_run, capsys):
+    """The no-credit abstention, BFCL's own abstention and the call-attempt shares, each run's change against a
+    count of the planted answers written here."""
+    for run in ("hide", "show"):
+        item_run(hidden_calls(run), {0: 1, 200: 1}, name=run, train_steps=0)
+    monkeypatch.setenv("TOOLCANARY_RESULTS_DIR", str(tmp_path))
+    assert main(["--compare", "hide", "show"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads((tmp_path / "_compare" / "hide_vs_show" / "tables" / "compare.json").read_text())["aggregates"]
+
+    def share(run, step, categories, counted):
+        outcome = hidden_calls(run)
+        values = [counted(*outcome(step, 1, c, f"{c}_{i}")) for c in categories for i in range(12)]
+        return 100 * sum(values) / len(values)
+
+    abstention, calls = ["irrelevance", "live_irrelevance"], AST_CATEGORIES
+    expected = {
+        "Abstention required": (abstention, lambda outcome, answer, bfcl: outcome == "correct"),
+        "Abstention required, no unparsed credit": (
+            abstention, lambda outcome, answer, bfcl: outcome == "correct" and answer != "unparsed_call"),
+        "Abstention required, as BFCL scores it": (abstention, lambda outcome, answer, bfcl: bfcl),
+        "Call attempted, abstention items": (abstention, lambda outcome, answer, bfcl: answer != "text"),
+        "Call attempted, tool call items": (calls, lambda outcome, answer, bfcl: answer != "text"),
+    }
+    for name, (categories, counted) in expected.items():
+        for side, run in (("a", "hide"), ("b", "show")):
+            change = share(run, 200, categories, counted) - share(run, 0, categories, counted)
+            assert rows[name][side]["delta_pp"] == pytest.approx(change, abs=1e-9), (name, run)
+    # What the credit hides: run "hide" keeps its abstention score while it attempts calls on a sixth of the items.
+    assert rows["Abstention required"]["a"]["delta_pp"] == 0
+    assert rows["Abstention required, no unparsed credit"]["a"]["delta_pp"] == pytest.approx(-100 * 8 / 24)
+    assert rows["Call attempted, abstention items"]["a"]["delta_pp"] == pytest.approx(100 * 8 / 24)
+    assert rows["Call attempted, tool call items"]["a"]["delta_pp"] == pytest.approx(-100 * 20 / 120)
+    assert "Call attempted, abstention items: hide changed +33.33 pp" in out
+
+
+def test_a_behaviour_row_the_passes_do_not_record_is_not_measurable_not_zero(tmp_path, monkeypatch, item_run,
+                                                                            capsys):
+    for run in ("old-a", "old-b"):
+        item_run(lambda step, pass_index, category, item: ("correct", None), {0: 1, 200: 1}, name=run,
+                 train_steps=0)
+    monkeypatch.setenv("TOOLCANARY_RESULTS_DIR", str(tmp_path))
+    assert main(["--compare", "old-a", "old-b"]) == 0
+    capsys.readouterr()
+    rows = json.loads((tmp_path / "_compare" / "old-a_vs_old-b" / "tables" / "compare.json").read_text())["aggregates"]
+    assert "not_measurable" not in rows["Abstention required"]
+    for name in ("Abstention required, no unparsed credit", "Call attempted, abstention items",
+                 "Abstention required, as BFCL scores it"):
+        assert "does not record" in rows[name]["not_measurable"], name

@@ -21,30 +21,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import processes_mentioning, volume_env
 
 from toolcanary.contract import OFFLINE_CATEGORIES, aggregate_value, read_bfcl_by_category, read_train_metrics
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
-
-
-def volume_env(root: Path) -> dict[str, str]:
-    return {**os.environ, **{f"TOOLCANARY_{n.upper()}_DIR": str(root / n) for n in ("checkpoints", "runs", "results")}}
-
-
-def processes_mentioning(text: str) -> list[str]:
-    """Live processes whose command line or environment mentions `text`. Every child of the demo inherits
-    the volume variables, so this also finds vLLM's engine workers, whose command lines name nothing."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (proc / "environ").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if proc.name != str(os.getpid()) and (text in argv or text in environ):
-            found.append(f"{proc.name}: {argv[:200]}")
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -53,7 +53,11 @@ def test_eval_all_scores_each_published_checkpoint_once_through_local_serving(tm
     assert reports.read_text() == "g\ng\n"  # the report page was rewritten after each scored step
     rows = read_bfcl_by_category(tmp_path / "g/bfcl_by_category.csv")
     assert sorted({(r.step, r.pass_index) for r in rows}) == [(0, 1), (10, 1)]
+    # The stub cannot load a checkpoint in place: step 0 was served under the run's name, for reloading, and the
+    # refused reload gave step 10 a server of its own under its step's name.
+    assert (tmp_path / "g/serving/step_0000.log").read_text().startswith("stub oracle serving g-reloaded")
     assert (tmp_path / "g/serving/step_0010.log").read_text().startswith("stub oracle serving g-step0010")
+    assert "cannot load it in place" in done.stderr
     again = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)
     assert again.returncode == 0 and "0 passes scored" in again.stdout
     assert reports.read_text() == "g\ng\n"  # nothing scored, nothing rewritten
@@ -80,7 +84,7 @@ def test_eval_all_on_two_gpus_scores_every_checkpoint_and_repeat_exactly_once(tm
     while not port_is_free(port + 1):  # the second server listens on the next port
         port = free_port()
     serve = f"{sys.executable} {STUB} --port {{port}} --model {{served_model}} --mode oracle --delay 0.05"
-    args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(port),
+    args = ["--run", "g", "--serving", "local", "--serve-command", serve, "--serve-port", str(port), "--no-reload",
             "--gpus", "3", "5", "--repeat-steps", "0", "--repeat-passes", "2",
             "--categories", "irrelevance", "simple_python", "--sample", "1"]
     done = cli(tmp_path, "eval-all", *args, checkpoints=checkpoints)

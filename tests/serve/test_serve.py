@@ -5,7 +5,6 @@ for the tiny policy and for SmolLM2-135M with the project's Hermes tokens.
 Run: .venvs/serve/bin/python -m pytest tests/serve -q      (the last two tests start vLLM: a minute or two each)
 """
 
-import hashlib
 import json
 import os
 import re
@@ -18,31 +17,17 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import REPO, with_manifest
 
 from toolcanary.common.loopback import free_port
-from toolcanary.contract import CONTRACT_VERSION
 from toolcanary.evaluate.preflight import probe
 from toolcanary.serve.__main__ import cpu_build, cpu_defaults
 from toolcanary.serve.command import TOOL_FLAGS
 from toolcanary.train.cpu.tiny_policy import build_tiny_policy
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def serve(*args, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "toolcanary.serve", *args], capture_output=True, text=True, **kwargs)
-
-
-def with_manifest(folder: Path, step: int, base_model: str, enable_thinking: bool | None = True) -> Path:
-    """Give a policy folder the manifest a published checkpoint carries."""
-    digest = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
-    manifest = dict(
-        contract_version=CONTRACT_VERSION, run="served", step=step, base_model=base_model, weights_sha256=digest,
-        weight_files=["model.safetensors"], commit="test", curriculum_level=1, created_at="2026-01-01T00:00:00Z",
-        enable_thinking=enable_thinking,
-    )
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-    return folder
 
 
 @pytest.fixture(scope="module")

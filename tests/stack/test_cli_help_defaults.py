@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from toolcanary.analysis.settings import AnalysisOptions, AnalysisSettings
 from toolcanary.audit.settings import AuditOptions, AuditSettings
-from toolcanary.demo.settings import POLICY_SERVING, SIZES, AblationOptions, DemoSettings
+from toolcanary.demo.settings import POLICY_SERVING, SIZES, DemoSettings, StudyOptions
 from toolcanary.evaluate.settings import (
     SCHEDULE_ONLY,
     WATCH_ONLY,
@@ -59,7 +59,7 @@ CLIS: list[tuple[str, list[str], tuple[type[BaseModel], ...], dict[str, Any]]] =
     ("dev", ["toolcanary.demo", "--policy", "tiny"], (DemoSettings,), {"policy": "tiny"}),
     ("dev", ["toolcanary.demo", "--policy", "tiny", "--quick"], (DemoSettings,), {"policy": "tiny", "quick": True}),
     ("dev", ["toolcanary.demo", "--quick"], (DemoSettings,), {"quick": True}),
-    ("dev", ["toolcanary.demo.ablation"], (AblationOptions,), {}),
+    ("dev", ["toolcanary.demo.study"], (StudyOptions,), {}),
     ("eval", ["toolcanary.evaluate"], (Verbosity,), {}),
     ("eval", ["toolcanary.evaluate", "run"], (PassChoice, ItemChoice, EvalSettings), {"absent": SCHEDULE_ONLY}),
     ("eval", ["toolcanary.evaluate", "eval-all"], (ItemChoice, EvalSettings), {"absent": WATCH_ONLY}),

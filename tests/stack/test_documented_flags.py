@@ -21,7 +21,7 @@ ENVIRONMENT = {"simulator": "simulator", "train": "train", "serve": "serve", "ev
 SUBCOMMANDS = {"simulator": {"serve", "validate", "build-library"},
                "train": {"cpu", "starting-policy", "build-policy", "seed-data", "check-recipe", "publish-base",
                          "wait-for-nodes"},
-               "evaluate": {"run", "eval-all", "watch", "ls", "guards"}}
+               "evaluate": {"run", "eval-all", "watch", "ls", "bank", "guards"}}
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "recipes").glob("*/README.md"))]
 
 

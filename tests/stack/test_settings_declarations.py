@@ -129,7 +129,10 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("simulator", "trustee_commit"): ("1" * 40, "1" * 40), ("train", "trustee_commit"): ("1" * 40, "1" * 40),
            ("demo", "no_call_fraction"): ("0.5", 0.5), ("simulator", "replay_tasks_of"): ("r0", "r0"),
            ("train", "replay_tasks_of"): ("r0", "r0"), ("serve", "max_model_len"): ("4096", 4096),
-           ("serve", "max_new_tokens"): ("64", 64), ("serve", "enable_thinking"): ("false", False)}
+           ("serve", "max_new_tokens"): ("64", 64), ("serve", "enable_thinking"): ("false", False),
+           ("train", "starting_policy_seed"): ("3", 3), ("demo", "starting_policy_seed"): ("3", 3),
+           ("demo", "warm_start_no_call_fraction"): ("0.5", 0.5), ("demo", "lr"): ("0.001", 0.001),
+           ("demo", "ids_file"): ("/tmp/settings-sample", Path("/tmp/settings-sample"))}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

@@ -127,3 +127,33 @@ def test_a_task_pool_cycles_fixed_tasks_and_keeps_level_bound_limits():
     assert all(s.difficulty.num_tools == 1 for s in first + third)
     fresh = step_specs(low, step=1, groups=4, n=2, rng=random.Random(0), key_prefix="r")
     assert len({s.task_key for s in fresh}) == 4 and fresh[0].task_key == "r-s0001-g00"
+
+
+def test_a_pool_is_call_tasks_whatever_the_share_and_the_share_brings_fresh_abstention_tasks():
+    """The two arms of a study share their starting policy: the pool (and the warm start that imitates it) must
+    not depend on the abstention share; the share's groups are fresh abstention tasks instead."""
+    from toolcanary.train.cpu.gold_conversations import warm_start_requests
+    from toolcanary.train.rollout import step_specs
+
+    def specs(share, seed=3):
+        curriculum = Curriculum(level=1, no_call_fraction=share)
+        return [s for step in range(1, 41) for s in step_specs(
+            curriculum, step=step, groups=4, n=2, rng=random.Random(seed), key_prefix="r", task_pool=8,
+            max_tools=1, seed=seed, pool_seed=0)]
+
+    none, half = specs(0.0), specs(0.5)
+    assert all(s.difficulty.call_expected for s in none)
+    pool = {s.task_key: s.difficulty for s in none}
+    assert len(pool) == 8 and all(key.startswith("r-pool-0-") for key in pool)
+    declined = [s for s in half if not s.difficulty.call_expected]
+    # A binomial(160 groups, 0.5) share, far from 0 and 1; each abstention group a fresh task, none in the pool.
+    assert 0.35 < len(declined) / len(half) < 0.65
+    assert all(s.task_key not in pool and s.difficulty.expected_calls == 0 for s in declined)
+    assert all(pool[s.task_key] == s.difficulty for s in half if s.difficulty.call_expected)
+    # Another GRPO seed, the same pool: the starting policy's seed names it, not the run's.
+    assert {s.task_key for s in specs(0.0, seed=4)} == set(pool)
+
+    warm = warm_start_requests(key_prefix="r", seed=0, count=20, task_pool=8, max_tools=1, no_call_fraction=0.1)
+    assert [r.task_key for r in warm[:8]] == sorted(pool)
+    assert [r.difficulty.call_expected for r in warm] == [True] * 8 + [False] * 2
+    assert warm[:8] == warm_start_requests(key_prefix="r", seed=0, count=20, task_pool=8, max_tools=1)

@@ -55,8 +55,10 @@ from typing import Any
 
 import numpy as np
 
-from toolcanary.analysis.data import BfclRun, finite_or_none, load_bfcl
+from toolcanary.analysis.credit import BFCL_ROW, NO_CREDIT_ROW
+from toolcanary.analysis.data import BfclRun, finite_or_none, fmt, load_bfcl, load_training
 from toolcanary.analysis.items import (
+    NotRecorded,
     PairedCategory,
     drawn_and_measurable,
     observed_shares,
@@ -65,12 +67,17 @@ from toolcanary.analysis.items import (
 )
 from toolcanary.analysis.passes import RunItems, pass_folder
 from toolcanary.analysis.settings import AnalysisSettings
+from toolcanary.analysis.training import SHIFT_NULL, first_last_shift, training_findings
+from toolcanary.analysis.verdicts import p_text
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
-from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY
+from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS
 from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.manifests import PASS_MANIFEST, EvalPassManifest
+from toolcanary.contract.pass_files import REQUEST_FILE, read_request
 
 COMPARE_DIR = "_compare"
+SHIFT_STEPS = 5
+"""Steps at each end of a training series whose means the training table compares (the canary's default too)."""
 NAME_MAX = 255
 """Bytes in one file name on the usual file systems: a longer compare folder name is shortened."""
 # What decides a pass's numbers, as the pass manifest records it; sample_ids stands for the items scored.
@@ -87,8 +94,32 @@ ONE_RUN_CAVEAT = ("with one training run per arm, this interval resamples the it
 CSV_COLUMNS = ("aggregate", "a_first", "a_last", "a_delta_pp", "a_low", "a_high", "b_first", "b_last", "b_delta_pp",
                "b_low", "b_high", "difference_pp", "difference_low", "difference_high", "paired_categories",
                "interval")
-SHOWN = ("Abstention required", "Tool call required")
-"""The aggregates the prose and the figure speak of."""
+@dataclass(frozen=True)
+class Row:
+    """One row of the comparison: an aggregate of the items, each item scored by a measure of `items.MEASURES`."""
+
+    label: str
+    aggregate: str
+    measure: str
+
+
+CALLS_ON_ABSTENTION, CALLS_ON_TOOL_CALL = "Call attempted, abstention items", "Call attempted, tool call items"
+TRUNCATED_ON_ABSTENTION = "Cut at the output cap, abstention items"
+ROWS: tuple[Row, ...] = (
+    *(Row(a.name, a.name, "correct") for a in AGGREGATES),
+    Row(NO_CREDIT_ROW, "Abstention required", "no_unparsed_credit"),
+    Row(BFCL_ROW, "Abstention required", "bfcl_correct"),
+    Row(CALLS_ON_ABSTENTION, "Abstention required", "call_attempted"),
+    Row(CALLS_ON_TOOL_CALL, "Tool call required", "call_attempted"),
+    Row(TRUNCATED_ON_ABSTENTION, "Abstention required", "truncated"),
+)
+"""The table's rows: the headline aggregates as the table scores them, then what the policy did. The three
+abstention rows are the headline table's (`toolcanary.analysis.credit`), here over the paired items; a call
+attempt is an answer that held a call, parsed or not; the last row counts the abstention items whose answer was
+cut at the output cap, which the table counts wrong and BFCL may credit. The study's claim rests on the
+behaviour rows: BFCL's credit for unparsed calls can hide a policy that calls more, and a policy that stops
+calling but never stops writing loses "Abstention required" to the cap, not to calls."""
+PROSE_ROWS = ("Abstention required", NO_CREDIT_ROW, CALLS_ON_ABSTENTION, CALLS_ON_TOOL_CALL, "Tool call required")
 
 
 def arm_names(given: str) -> list[str]:
@@ -340,14 +371,20 @@ def compare_findings(arms: Arms, settings: AnalysisSettings) -> dict[str, Any]:
     """Everything the comparison reports (JSON-ready), after the refusals; `warnings` are for printing too."""
     common, span = aligned_span(arms)
     terms, warnings = check_comparable(arms, common)
-    paired = {side: [pair_steps(run.items, *span) for run in arms[side]] for side in ("a", "b")}
-    values = {side: [run_values(p) for p in paired[side]] for side in ("a", "b")}
+    paired, unrecorded = {}, {}
+    for measure in dict.fromkeys(row.measure for row in ROWS):
+        try:
+            paired[measure] = {side: [pair_steps(run.items, *span, measure) for run in arms[side]]
+                               for side in ("a", "b")}
+        except NotRecorded as err:
+            unrecorded[measure] = f"a pass does not record {err}"
+    values = {m: {side: [run_values(p) for p in by_side[side]] for side in ("a", "b")} for m, by_side in paired.items()}
     single = len(arms["a"]) == 1 and len(arms["b"]) == 1
     level = settings.interval_level
     if single:
-        replicates = bootstrap_changes(paired["a"][0], paired["b"][0], settings.bootstrap_replicates,
-                                       settings.bootstrap_seed)
-        ids_b = {p.category: p.ids for p in paired["b"][0] if p.size}
+        replicates = {m: bootstrap_changes(by_side["a"][0], by_side["b"][0], settings.bootstrap_replicates,
+                                           settings.bootstrap_seed) for m, by_side in paired.items()}
+        ids_b = {p.category: p.ids for p in paired["correct"]["b"][0] if p.size}
         interval: dict[str, Any] = {"method": ITEMS_BOOTSTRAP, "level": level,
                                     "replicates": settings.bootstrap_replicates, "seed": settings.bootstrap_seed,
                                     "kind": "percentile", "leaves_out": ONE_RUN_CAVEAT}
@@ -356,24 +393,30 @@ def compare_findings(arms: Arms, settings: AnalysisSettings) -> dict[str, Any]:
         interval = {"method": BETWEEN_RUNS, "level": level, "df": runs - 2, "holds": (
             "the spread between training runs and each run's repeat noise, on this bank of items")}
     rows: dict[str, dict[str, Any]] = {}
-    for aggregate in AGGREGATES:
-        name = aggregate.name
-        if not all(name in v for side in values.values() for v in side):
-            rows[name] = {"not_measurable": "a category of it has no item scored at both steps in a run"}
+    for shown in ROWS:
+        name, aggregate = shown.aggregate, next(x for x in AGGREGATES if x.name == shown.aggregate)
+        if shown.measure in unrecorded:
+            rows[shown.label] = {"aggregate": name, "not_measurable": unrecorded[shown.measure]}
             continue
-        row: dict[str, Any] = {}
-        changes = {side: [v[name][1] - v[name][0] for v in values[side]] for side in ("a", "b")}
+        measured = values[shown.measure]
+        if not all(name in v for side in measured.values() for v in side):
+            rows[shown.label] = {"aggregate": name,
+                                 "not_measurable": "a category of it has no item scored at both steps in a run"}
+            continue
+        row: dict[str, Any] = {"aggregate": name, "measure": shown.measure}
+        changes = {side: [v[name][1] - v[name][0] for v in measured[side]] for side in ("a", "b")}
         for side in ("a", "b"):
-            row[side] = {"first": float(np.mean([v[name][0] for v in values[side]])),
-                         "last": float(np.mean([v[name][1] for v in values[side]])),
+            row[side] = {"first": float(np.mean([v[name][0] for v in measured[side]])),
+                         "last": float(np.mean([v[name][1] for v in measured[side]])),
                          "delta_pp": float(np.mean(changes[side])), "runs_delta_pp": changes[side]}
         row["difference_pp"] = row["b"]["delta_pp"] - row["a"]["delta_pp"]
         if single:
+            drawn = replicates[shown.measure][name]
             for side in ("a", "b"):
-                row[side]["interval_pp"] = list(percentile_interval(replicates[name][side], level))
-            row["difference_interval_pp"] = list(percentile_interval(replicates[name]["difference"], level))
+                row[side]["interval_pp"] = list(percentile_interval(drawn[side], level))
+            row["difference_interval_pp"] = list(percentile_interval(drawn["difference"], level))
             row["paired_categories"] = [c for c in aggregate.categories if any(
-                p.category == c and p.size and p.ids == ids_b.get(c) for p in paired["a"][0])]
+                p.category == c and p.size and p.ids == ids_b.get(c) for p in paired["correct"]["a"][0])]
         else:
             t = between_run_interval(changes["a"], changes["b"], level)
             interval["t_quantile"] = t["t_quantile"]
@@ -382,7 +425,7 @@ def compare_findings(arms: Arms, settings: AnalysisSettings) -> dict[str, Any]:
             row["difference_interval_pp"] = t["difference"]
             row["between_run_sd_pp"], row["standard_error_pp"] = t["between_run_sd_pp"], t["standard_error_pp"]
             row["paired_categories"] = []
-        rows[name] = row
+        rows[shown.label] = row
     return {
         "runs": {side: arm_label([run.name for run in arms[side]]) for side in ("a", "b")},
         "arms": {side: [run.name for run in arms[side]] for side in ("a", "b")},
@@ -393,7 +436,77 @@ def compare_findings(arms: Arms, settings: AnalysisSettings) -> dict[str, Any]:
         "warnings": warnings,
         "interval": interval,
         "aggregates": rows,
+        "training": training_movement(arms, span, settings),
     }
+
+
+def served_weights(run: ComparedRun, step: int) -> str | None:
+    """The sha256 of the weights the first counted pass of `step` was served (its request.json), or None."""
+    passes = run.items.pass_indices(step)
+    if not passes:
+        return None
+    try:
+        return read_request(pass_folder(run.data, step, passes[0]) / REQUEST_FILE).weights_sha256
+    except ContractError:
+        return None
+
+
+def training_movement(arms: Arms, span: tuple[int, int], settings: AnalysisSettings) -> dict[str, Any]:
+    """Per run, whether training moved the policy: its tool-call share and reward over the steps
+    (`toolcanary.analysis.training`, with the calibrated change verdict), the steps whose episodes differed in
+    reward (GRPO learns nothing from a group that scored alike), the KL to the starting policy at the last step,
+    the canary, and whether the weights served at the span's two ends differ."""
+    out = {}
+    for run in _all_runs(arms):
+        ends = [served_weights(run, step) for step in span]
+        weights = ("not recorded" if None in ends else "differ" if ends[0] != ends[1] else "identical")
+        entry: dict[str, Any] = {"weights_at_span_ends": weights}
+        path = run.data / TRAIN_METRICS
+        if path.is_file():
+            train = load_training(path)
+            found = training_findings(train, settings)
+            kl_steps, kl = train.series("kl")
+            _, spread = train.series("reward_std")
+            ends = {name: first_last_shift(train.series(name)[1], SHIFT_STEPS, settings.verdict_level)
+                    for name in ("tool_call_share", "reward_mean")}
+            entry |= {"steps": found["step_count"], "tool_call_share": found["tool_call_share"],
+                      "reward": found["reward"], "canary": found["canary"], "first_last": ends,
+                      "kl_last": float(kl[-1]) if len(kl) else None,
+                      "steps_with_reward_spread": int((spread > 0).sum())}
+        out[run.name] = entry
+    return out
+
+
+def training_markdown(found: Mapping[str, Any]) -> list[str]:
+    """The training table of the comparison: did each run's policy move."""
+    lines = ["", "Training: did each run's policy move (tool-call share of assistant turns and mean reward: the mean "
+             f"of the first and of the last {SHIFT_STEPS} steps, and whether the difference is beyond the "
+             "step-to-step noise, by an exact permutation test of those steps, null: "
+             f"{SHIFT_NULL}; KL to the starting policy at the last step):", "",
+             "| run | arm | steps | tool-call share | reward | steps with a reward spread | KL | canary fired | "
+             "weights served at the span's ends |", "|---|---|---:|---|---|---:|---:|---|---|"]
+    for side in ("a", "b"):
+        for run in found["arms"][side]:
+            entry = found["training"][run]
+            if "steps" not in entry:
+                lines.append(f"| {run} | {side.upper()} | no train_metrics.csv | | | | | | "
+                             f"{entry['weights_at_span_ends']} |")
+                continue
+            canary = entry["canary"]
+            fired = f"from step {canary['fired_steps'][0]}" if canary["fired_steps"] else "no"
+            share, reward = entry["first_last"]["tool_call_share"], entry["first_last"]["reward_mean"]
+            lines.append(
+                f"| {run} | {side.upper()} | {entry['steps']} | {_moved(share, '.2f')} | {_moved(reward, '+.2f')} | "
+                f"{entry['steps_with_reward_spread']} | {fmt(entry['kl_last'], '.3g')} | {fired} | "
+                f"{entry['weights_at_span_ends']} |")
+    return lines
+
+
+def _moved(shift: Mapping[str, Any], spec: str) -> str:
+    if shift["not_measurable"]:
+        return "too few steps"
+    verdict = "moved" if shift["moved"] else "within the noise"
+    return f"{shift['first']:{spec}} -> {shift['last']:{spec}} ({verdict}, p {p_text(shift['p'])})"
 
 
 def load_compared(results_dir: Path, run: str, settings: AnalysisSettings) -> ComparedRun:
@@ -443,7 +556,7 @@ def render_markdown(found: Mapping[str, Any]) -> str:
             lines.append(f"| {name} | " + " | ".join(["n/a"] * (len(headers) - 1)) + " |")
             continue
         ra, rb = row["a"], row["b"]
-        aggregate = next(x for x in AGGREGATES if x.name == name)
+        aggregate = next(x for x in AGGREGATES if x.name == row["aggregate"])
         last_cell = (f"{len(row['paired_categories'])}/{len(aggregate.categories)} categories" if single
                      else f"{row['between_run_sd_pp']:.2f}")
         cells = [f"{ra['first']:.2f}", f"{ra['last']:.2f}", f"{ra['delta_pp']:+.2f} {_interval(ra['interval_pp'])}",
@@ -458,6 +571,7 @@ def render_markdown(found: Mapping[str, Any]) -> str:
             for i, run in enumerate(found["arms"][side]):
                 cells = [f"{found['aggregates'][n][side]['runs_delta_pp'][i]:+.2f}" for n in names]
                 lines.append(f"| {run} | {side.upper()} | " + " | ".join(cells) + " |")
+    lines += training_markdown(found)
     return "\n".join(lines) + "\n"
 
 
@@ -494,7 +608,7 @@ def prose(found: Mapping[str, Any]) -> list[str]:
                      f"({counts['b']} run(s)); each arm's change is the mean of its runs' changes.")
         lines.append(f"Interval: {level}% Student t on the runs' changes ({interval['df']} df, between-run variance "
                      f"pooled over both arms): it holds {interval['holds']}.")
-    for name in SHOWN:
+    for name in PROSE_ROWS:
         row = found["aggregates"].get(name, {})
         if "not_measurable" in row or not row:
             continue

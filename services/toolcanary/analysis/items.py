@@ -40,7 +40,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +50,7 @@ from toolcanary.analysis.passes import RunItems, StepItems, kinds_seen
 from toolcanary.analysis.settings import AnalysisSettings
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, accuracy, aggregate_value
 from toolcanary.contract.errors import UsageError
+from toolcanary.contract.pass_files import CALL_ATTEMPTS, CORRECT, TRUNCATED, UNPARSED_CALL, ItemOutcome
 
 CHANGE_RULE = ("an item is gained when its share of passes correct is higher at B than at A, lost when it is "
                "lower; descriptive only")
@@ -141,22 +142,66 @@ def tally(paired: PairedCategory) -> Tally:
                  unchanged_partial=int((same & ~(every_a & every_b) & ~(never_a & never_b)).sum()))
 
 
-def _matrix(step: StepItems, category: str, ids: list[str]) -> tuple[np.ndarray, tuple[tuple[str | None, ...], ...]]:
-    correct = np.array([[p.correct((category, i)) for p in step.passes] for i in ids], dtype=bool)
+class NotRecorded(ValueError):
+    """A measure needs a field the pass's outcomes do not record (a pass from before its contract)."""
+
+
+def _bfcl_correct(outcome: ItemOutcome) -> bool:
+    if outcome.bfcl_correct is None:
+        raise NotRecorded("BFCL's own verdict (bfcl_correct, contract 1.10)")
+    return outcome.bfcl_correct
+
+
+def _attempted(outcome: ItemOutcome) -> bool:
+    if outcome.answer is None:
+        raise NotRecorded("the answer kind (contract 1.5)")
+    return outcome.answer in CALL_ATTEMPTS
+
+
+def _no_unparsed_credit(outcome: ItemOutcome) -> bool:
+    if outcome.answer is None:
+        raise NotRecorded("the answer kind (contract 1.5)")
+    return outcome.outcome == CORRECT and outcome.answer != UNPARSED_CALL
+
+
+Measure = Callable[[ItemOutcome], bool]
+MEASURES: dict[str, Measure] = {
+    "correct": lambda outcome: outcome.outcome == CORRECT,
+    "no_unparsed_credit": _no_unparsed_credit,
+    "bfcl_correct": _bfcl_correct,
+    "call_attempted": _attempted,
+    "truncated": lambda outcome: outcome.outcome == TRUNCATED,
+}
+"""What an item scores in one pass, by name. `correct` is the table's verdict (ToolCanary's overrides
+applied); `no_unparsed_credit` the same without BFCL's credit for call markup the server did not parse;
+`bfcl_correct` BFCL's own verdict before any override; `call_attempted` whether the answer held a call, parsed
+or not (answer kind `calls` or `unparsed_call`); `truncated` whether the answer was cut at the output cap (the
+table counts it wrong, BFCL may not)."""
+
+
+def _matrix(step: StepItems, category: str, ids: list[str],
+            measure: Measure) -> tuple[np.ndarray, tuple[tuple[str | None, ...], ...]]:
+    scored = np.array([[measure(p.outcomes[(category, i)]) for p in step.passes] for i in ids], dtype=bool)
     answers = tuple(tuple(p.outcomes[(category, i)].answer for p in step.passes) for i in ids)
-    return correct.reshape(len(ids), len(step.passes)), answers
+    return scored.reshape(len(ids), len(step.passes)), answers
 
 
-def pair_steps(items: RunItems, step_a: int, step_b: int) -> list[PairedCategory]:
-    """The paired items of every category scored at both steps, in the contract's category order."""
+def pair_steps(items: RunItems, step_a: int, step_b: int, measure: str = "correct") -> list[PairedCategory]:
+    """The paired items of every category scored at both steps, in the contract's category order, each item
+    scored by `measure` (a name in MEASURES; `PairedCategory.a` and `.b` then hold that measure, not
+    necessarily correctness).
+
+    Raises:
+        NotRecorded: an outcome lacks the field the measure needs.
+    """
     at_a, at_b = items.step(step_a), items.step(step_b)
     paired = []
     for category in (c.name for c in CATEGORIES if c.name in at_a.categories & at_b.categories):
         ids_a, ids_b = at_a.items(category), at_b.items(category)
         ids = sorted(set(ids_a) & set(ids_b))
         everywhere = {i for p in (*at_a.passes, *at_b.passes) for c, i in p.outcomes if c == category}
-        a, answers_a = _matrix(at_a, category, ids)
-        b, answers_b = _matrix(at_b, category, ids)
+        a, answers_a = _matrix(at_a, category, ids, MEASURES[measure])
+        b, answers_b = _matrix(at_b, category, ids, MEASURES[measure])
         paired.append(PairedCategory(category, tuple(ids), a, b, answers_a, answers_b, len(everywhere) - len(ids)))
     return paired
 

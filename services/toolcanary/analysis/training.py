@@ -11,6 +11,7 @@ it cannot give carries `not_measurable` with the reason instead of numbers, and 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,29 @@ def curriculum_ceiling(steps: np.ndarray, levels: np.ndarray, ceiling: float) ->
         **result, "first_step": int(steps[first]), "held_until": int(steps[end]),
         "held_steps": int(steps[end] - steps[first]), "holds_to_end": end == len(at) - 1,
     }
+
+
+SHIFT_NULL = ("the policy does not change over the run, so its steps' values are exchangeable (each step a fresh "
+              "draw of episodes from the same policy)")
+
+
+def first_last_shift(values: np.ndarray, steps: int, level: float) -> dict[str, Any]:
+    """Whether a training series moved beyond its step-to-step noise: the mean of its last `steps` values minus
+    that of its first `steps`, and the exact two-sided permutation p-value of that difference over every way of
+    dealing those 2 x `steps` values into two groups (C(2k, k) of them; 252 at k = 5). Under SHIFT_NULL every
+    dealing is equally likely, so `moved` (p <= level) is claimed with a false-positive rate of at most `level`;
+    the smallest p it can give is 2 / C(2k, k), and a series shorter than 2 x `steps` is measured with k = half
+    its length."""
+    k = min(steps, len(values) // 2)
+    if k < 2:
+        return {"steps": k, "not_measurable": f"{len(values)} step(s): two or more at each end are needed"}
+    pooled = np.concatenate([values[:k], values[-k:]])
+    observed = float(values[-k:].mean() - values[:k].mean())
+    dealt = [float(pooled[[i for i in range(2 * k) if i not in first]].mean() - pooled[list(first)].mean())
+             for first in itertools.combinations(range(2 * k), k)]
+    p = sum(abs(d) >= abs(observed) - 1e-12 for d in dealt) / len(dealt)
+    return {"steps": k, "first": float(values[:k].mean()), "last": float(values[-k:].mean()), "shift": observed,
+            "p": p, "moved": p <= level, "not_measurable": None}
 
 
 def canary_findings(run: TrainRun) -> dict[str, Any]:

@@ -56,6 +56,8 @@ TRUNCATED = "truncated"
 AnswerKind = Literal["calls", "unparsed_call", "text", "empty"]
 ANSWER_KINDS: tuple[str, ...] = get_args(AnswerKind)
 UNPARSED_CALL = "unparsed_call"
+CALL_ATTEMPTS = ("calls", UNPARSED_CALL)
+"""The answer kinds that tried to call a tool, whether or not the server parsed the call."""
 EMPTY = "empty"
 
 

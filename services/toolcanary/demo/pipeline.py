@@ -1,7 +1,7 @@
 """The demo's pipeline: simulator, starting policy, GRPO, serving and scoring, audit and analysis, one run.
 
-`python -m toolcanary.demo` runs it once and prints the closing screen; `python -m toolcanary.demo.ablation`
-runs it for each arm of the abstention ablation. Every process it starts is stopped at the end, on failure
+`python -m toolcanary.demo` runs it once and prints the closing screen; `python -m toolcanary.demo.study`
+runs it for each run of the abstention study (two arms x seeds). Every process it starts is stopped at the end, on failure
 and on Ctrl-C (`ProcessGroup`).
 
     run_demo(DemoSettings.from_env(quick=True, policy="tiny"), PhaseClock())
@@ -28,9 +28,10 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
     if missing:
         raise ChildFailed(f"environments {missing} are missing under .venvs/: run `make setup` first")
     multi_turn = f" ({s.sample_multi_turn} per multi-turn one)" if s.sample_multi_turn else ""
+    items = f"the BFCL items of {s.ids_file}" if s.ids_file else f"{s.sample} item(s) per BFCL category{multi_turn}"
     print(
         f"run {s.run}: {count(s.steps, 'GRPO step')}, checkpoints at {s.checkpoint_steps}, "
-        f"{s.sample} item(s) per BFCL category{multi_turn}, {count(s.repeat_passes, 'pass')} at {s.repeat_steps} "
+        f"{items}, {count(s.repeat_passes, 'pass')} at {s.repeat_steps} "
         f"({count(s.expected_passes, 'pass')}); logs in {s.logs}",
         flush=True,
     )
@@ -52,8 +53,9 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         # (<volumes>/cache/starting_policies/), keyed by their recipe, so a second demo of the same recipe copies
         # its starting policy instead of training it again; a resumed run already has it, so its bar starts full.
         trainer = TrainSettings.from_env(policy=s.policy)
-        common = ["--quiet", "--run", s.run, "--simulator-url", url, "--policy", s.policy,
-                  "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies")]
+        common = ["--quiet", "--run", s.run, "--simulator-url", url, "--policy", s.policy, "--seed", str(s.seed),
+                  "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies"),
+                  *given_flags(s, ("starting_policy_seed", "warm_start_no_call_fraction"))]
         warm = FileProgress("starting policy (warm start)", trainer.warm_start_steps if trainer.warm_start else 0,
                             lambda: row_count(s.result_dir / WARM_START), "step")
         with clock.phase("starting policy"):
@@ -64,7 +66,7 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         with clock.phase("train"):
             group.run("train", [s.python("train"), "-m", "toolcanary.train", "cpu", *common, "--steps", str(s.steps),
                                 "--save-every", str(s.save_every), "--level-initial", str(s.level_initial),
-                                *([] if s.no_call_fraction is None else ["--no-call-fraction", str(s.no_call_fraction)])],
+                                *given_flags(s, ("no_call_fraction", "lr"))],
                       s.logs / "train.log", poll=bar.poll, env=token)
         bar.close()
         group.stop("simulator")
@@ -72,8 +74,12 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         # --- serve each checkpoint with vLLM and score it on BFCL ---------------------------------
         # Each checkpoint is served in the thinking mode its manifest records (the CPU run trains without),
         # and each answer is capped by the client (see DemoSettings.max_tokens).
+        # One server for the run: each later checkpoint is loaded into it (eval-all --reload, its default).
         serve = (f"{s.python('serve')} -m toolcanary.serve --checkpoint {{model_dir}} --served-model-name "
-                 f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} -- --enforce-eager")
+                 f"{{served_model}} --port {{port}} --max-model-len {s.max_model_len} --reloadable -- --enforce-eager")
+        chosen = (["--ids-file", str(s.ids_file)] if s.ids_file else
+                 ["--sample", str(s.sample), "--seed", str(s.seed),
+                  *(["--sample-multi-turn", str(s.sample_multi_turn)] if s.sample_multi_turn else [])])
         bar = FileProgress("eval (serve + BFCL)", s.expected_passes,
                            lambda: scored_passes(s.result_dir / BFCL_BY_CATEGORY), "pass")
         with clock.phase("eval"):
@@ -82,8 +88,7 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                                "--health-timeout-s", str(s.health_timeout_s), "--repeat-steps",
                                *map(str, s.repeat_steps), "--repeat-passes", str(s.repeat_passes),
                                "--passes-at-once", str(s.repeat_passes), "--max-tokens", str(s.max_tokens),
-                               "--sample", str(s.sample), "--seed", str(s.seed),
-                               *(["--sample-multi-turn", str(s.sample_multi_turn)] if s.sample_multi_turn else [])],
+                               *chosen],
                       s.logs / "eval.log", poll=bar.poll)
         bar.close()
 
@@ -95,3 +100,9 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
                                    "--table", "--findings", "--fig", "all", "--items", "--stability", "--report",
                                    "--checkpoints-dir", str(s.checkpoints)],
                       s.logs / "analysis.log")
+
+
+def given_flags(s: DemoSettings, names: tuple[str, ...]) -> list[str]:
+    """The trainer's flags of the demo settings that are set (unset ones leave the trainer's defaults)."""
+    return [part for name in names if getattr(s, name) is not None
+            for part in (f"--{name.replace('_', '-')}", str(getattr(s, name)))]

@@ -43,6 +43,12 @@ SIZES = {
                              level_initial=1),
                 "quick": dict(steps=1, save_every=1, sample=1, repeat_passes=1, level_initial=1)},
 }
+# What moves each policy in its few steps (the study's finding, LOG.md): half the GRPO tasks abstention tasks, a
+# learning rate ten times SmolLM2's preset and three times the tiny policy's, and for the tiny policy a warm start
+# in which a tenth of the tasks decline, so that some episodes of a group decline and others call. Without them
+# every episode of a step scored alike and the curves were flat.
+TRAINING = {"tiny": dict(lr=3e-4, no_call_fraction=0.5, warm_start_no_call_fraction=0.1),
+            "smollm2": dict(lr=1e-5, no_call_fraction=0.5)}
 Policy = Literal["smollm2", "tiny"]
 DEFAULT_POLICY: Policy = "smollm2"
 # SmolLM2's window is 8,192 positions; vLLM refuses a longer --max-model-len. Longer BFCL prompts are
@@ -63,7 +69,8 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     # The sizes (steps .. level_initial) and the window are the policy's (SIZES, POLICY_SERVING); the declared
     # values below are the default demo's, and the window's the one of a policy POLICY_SERVING does not name.
     presets: ClassVar[Presets] = Presets(("policy", "quick"), {
-        (policy, quick): {**SIZES[policy]["quick" if quick else "full"], **POLICY_SERVING.get(policy, {})}
+        (policy, quick): {**SIZES[policy]["quick" if quick else "full"], **TRAINING[policy],
+                          **POLICY_SERVING.get(policy, {})}
         for policy in SIZES for quick in (False, True)})
 
     run: Annotated[RunId, Cli(show_default=False)] = Field(
@@ -82,8 +89,17 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     repeat_passes: int = Field(2, ge=1, description="passes at the first, middle and last checkpoint")
     seed: int = Field(0, description="seed of the training run and the item sample")
     no_call_fraction: float | None = Field(None, ge=0.0, le=1.0, description="share of abstention tasks the "
-                                           "curriculum asks for in GRPO (default: the trainer's, 0)")
+                                           "curriculum asks for in GRPO (unset: the trainer's, 0)")
     level_initial: int = Field(1, ge=1, le=100, description="curriculum level of the first training step")
+    # What the study sets for all its runs (toolcanary.demo.study); unset, the trainer's own defaults.
+    starting_policy_seed: int | None = Field(None, description="seed of the starting policy and the task pool "
+                                                               "(default: --seed): runs that share it share "
+                                                               "their starting policy")
+    warm_start_no_call_fraction: float | None = Field(None, ge=0.0, le=1.0, description="share of abstention "
+                                                      "tasks in the warm start (unset: the trainer's)")
+    lr: float | None = Field(None, gt=0, description="learning rate of GRPO (unset: the trainer's preset)")
+    ids_file: Path | None = Field(None, description='score exactly these BFCL items, JSON {"category": [ids]} '
+                                                    '(python -m toolcanary.evaluate bank), instead of a sample')
     max_model_len: int = Field(32768, description="context window of the checkpoint server")
     # A small policy that never emits its end token would write to the end of the window on every turn. The
     # cap goes with each BFCL request (the evaluation's --max-tokens), not to the server, so that every pass
@@ -128,12 +144,35 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         return self.results / self.run
 
 
-class AblationOptions(Options):
-    """What `python -m toolcanary.demo.ablation` runs: two demo runs, their sizes the policy's quick ones."""
+class StudyOptions(Options):
+    """What `python -m toolcanary.demo.study` runs (toolcanary.demo.study): two arms x seeds, one item bank."""
 
     run: Annotated[str | None, Cli(show_default=False)] = Field(
-        None, description="prefix of the two run ids (default: a fresh ablation-<UTC time>); existing runs resume")
-    policy: Policy = Field(DEFAULT_POLICY, description="smollm2 or tiny, as in python -m toolcanary.demo")
-    full: bool = Field(False, description="the demo's full sizes (--no-full: its quick ones)")
-    no_call_fraction: float = Field(0.5, description="share of abstention tasks in the second arm's GRPO steps, in "
-                                                     "(0, 1] (the first arm has none)")
+        None, description="prefix of the run ids (default: a fresh study-<UTC time>); existing runs resume")
+    policy: Policy = Field("tiny", description="tiny (an hour on 2 cores) or smollm2 (many hours: LOG.md)")
+    seeds: Annotated[list[int], Cli(nargs="+", metavar="SEED")] = Field(
+        [1, 2], description="the GRPO seeds of each arm (two or more: the interval rests on their spread)")
+    no_call_fraction: float = Field(0.5, description="share of abstention tasks in arm B's GRPO steps, in (0, 1] "
+                                                     "(arm A has none)")
+    steps: int = Field(16, ge=2, description="GRPO steps of every run; checkpoints at 0, steps/2 and steps "
+                                                   "(under 4 steps: 0 and steps)")
+    lr: float | None = Field(None, gt=0, description="learning rate of GRPO (default: the demo's for the policy)")
+    starting_policy_seed: int = Field(0, description="seed of the one starting policy every run starts from")
+    warm_start_no_call_fraction: float | None = Field(None, ge=0, le=1, description="share of abstention tasks "
+                                                      "among the starting policy's warm-start tasks (default: the "
+                                                      "demo's for the policy)")
+    irrelevance_items: int = Field(0, ge=0, description="irrelevance items in the bank (0: all 240)")
+    live_irrelevance_items: int = Field(100, ge=0, description="live_irrelevance items in the bank (0: all 884)")
+    call_items: int = Field(10, ge=1, description="items of each of the ten single-turn call categories")
+    multi_turn_items: int = Field(1, ge=1, description="items of each multi-turn category (the headline table "
+                                                       "needs every aggregate; a small policy scores none)")
+    bank_seed: int = Field(0, description="seed of the bank's samples")
+    quick: bool = Field(False, description="the plumbing in minutes: 2 steps, 3 + 3 abstention items and 1 per "
+                                           "call category (sizes given with it are ignored)")
+
+    def sized(self) -> StudyOptions:
+        """The options a run uses: --quick's sizes, when given."""
+        if not self.quick:
+            return self
+        return self.model_copy(update={"steps": 2, "irrelevance_items": 3, "live_irrelevance_items": 3,
+                                       "call_items": 1, "multi_turn_items": 1})

@@ -139,6 +139,8 @@ def render(settings: DemoSettings, wall_s: float, time_lines: list[str] | None =
     lines += [
         f"On CPU the policy is {POLICY_WORDS[settings.policy]}: the numbers show the pipeline works, "
         "not what RL does to a 4B policy.",
+        "Whether the evaluation resolves what training does, on both arms of the abstention ablation with seeds",
+        "and intervals: make study (about half an hour on 2 cores; docs/demo.md, \"The study\").",
         "Next, on GPUs: docs/gpu.md, every command from the TRUSTEE checkout and the simulator's token to the",
         "headline table and the report page (make up trains Qwen3-4B against Qwen3-8B for 200 steps).",
         f"Rerun or resume this demo with: make demo RUN={settings.run}",

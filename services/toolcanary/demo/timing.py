@@ -20,7 +20,7 @@ import json
 import math
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -78,11 +78,12 @@ def covered_seconds(spans: list[tuple[float, float]]) -> float:
     return covered
 
 
-def timings(clock: PhaseClock, results: Path) -> dict:
+def timings(clock: PhaseClock, results: Path | Sequence[Path]) -> dict:
     """The breakdown as data: phases (s), GRPO steps (s each), passes (their phase sums and the wall time
-    they covered)."""
-    steps = _step_seconds(results)
-    manifests = _finished_passes(results)
+    they covered), from one run's result folder or several (the study's runs, one after another)."""
+    folders = [results] if isinstance(results, Path) else list(results)
+    steps = [s for folder in folders for s in _step_seconds(folder)]
+    manifests = [m for folder in folders for m in _finished_passes(folder)]
     passes = [m.timings_s for m in manifests]
     spans = [(datetime.fromisoformat(m.started_at).timestamp(), datetime.fromisoformat(m.finished_at).timestamp())
              for m in manifests]

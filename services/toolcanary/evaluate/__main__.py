@@ -2,16 +2,18 @@
 
 Subcommands: `run` (one pass of one served checkpoint), `eval-all` (every published checkpoint not yet
 scored, plus the repeats), `watch` (score checkpoints as they are published), `ls` (categories and item
-counts), `guards` (the phases of a pass and the guards each one runs). Defaults live in
+counts), `bank` (write a fixed item bank for --ids-file), `guards` (the phases of a pass and the guards each one runs). Defaults live in
 toolcanary.evaluate.settings.EvalSettings; environment variables override them and flags override both.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from toolcanary.contract.bfcl import BY_NAME, OFFLINE_CATEGORIES
 from toolcanary.contract.errors import ContractError, UsageError
@@ -54,6 +56,10 @@ GLOBAL_EXAMPLES = """examples:
 LS_EXAMPLES = """examples:
   python -m toolcanary.evaluate ls
 """
+BANK_EXAMPLES = """examples:
+  python -m toolcanary.evaluate bank --sizes irrelevance=0 live_irrelevance=80 simple_python=10 --out bank.json
+  python -m toolcanary.evaluate eval-all --run grpo1 --serving compose --ids-file bank.json
+"""
 SETTINGS_TITLE = "settings (each also TOOLCANARY_EVALUATE_<NAME>; results and checkpoints also TOOLCANARY_<NAME>_DIR)"
 
 
@@ -79,6 +85,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                   title=SETTINGS_TITLE)
     commands.add_parser("ls", help="list BFCL categories, item counts and which run by default", epilog=LS_EXAMPLES,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    bank = commands.add_parser("bank", help="write a fixed item bank for --ids-file: each category at its own size",
+                               epilog=BANK_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bank.add_argument("--sizes", nargs="+", required=True, metavar="CATEGORY=K",
+                      help="items per category (0: every item), drawn with --seed as --sample draws them")
+    bank.add_argument("--seed", type=int, default=0, help="seed of the draw (default: 0)")
+    bank.add_argument("--out", required=True, help='the JSON file to write, {"category": ["id", ...]}')
     commands.add_parser("guards", help="list the phases of a pass and every guard: its phase and the failure it prevents",
                         epilog=GUARDS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     return parser
@@ -87,6 +99,27 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> EvalSettings:
     """The settings of a parsed command line: the flags it gave over the environment over the defaults."""
     return EvalSettings.from_env(**given(args, EvalSettings))
+
+
+def write_bank(sizes: list[str], seed: int, out: str) -> int:
+    from toolcanary.evaluate.bfcl_data import item_bank
+
+    parsed = {}
+    for size in sizes:
+        category, _, count = size.partition("=")
+        if not count.isdigit():
+            print(f"error: --sizes: expected CATEGORY=K with K a number of items (0: every item), got {size!r}",
+                  file=sys.stderr)
+            return 2
+        parsed[category] = int(count)
+    try:
+        bank = item_bank(parsed, seed)
+    except ContractError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    Path(out).write_text(json.dumps(bank, indent=1) + "\n")
+    print(f"{sum(map(len, bank.values()))} items in {len(bank)} categories -> {out}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
             default = "default" if category.name in OFFLINE_CATEGORIES else "opt-in"
             print(f"{category.name:26s} {category.group:10s} {category.items:5d}  {default}")
         return 0
+    if args.command == "bank":
+        return write_bank(args.sizes, args.seed, args.out)
     if args.command == "guards":
         from toolcanary.evaluate.guards import describe
 

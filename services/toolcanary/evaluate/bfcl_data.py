@@ -125,6 +125,18 @@ def choose_sample(categories: list[str], size: int, seed: int,
     return chosen
 
 
+def item_bank(sizes: dict[str, int], seed: int) -> dict[str, list[str]]:
+    """A fixed bank of items, each category at its own size (0: every item), drawn as `choose_sample` draws,
+    for `--ids-file`: e.g. every `irrelevance` item and a seeded sample of the rest."""
+    check_categories(list(sizes))
+    bank: dict[str, list[str]] = {}
+    for category, size in sizes.items():
+        if size < 0:
+            raise ContractError(f"--sizes {category}={size}", "a number of items >= 0 (0: every item)", str(size))
+        bank[category] = list(category_ids(category)) if size == 0 else choose_sample([category], size, seed)[category]
+    return bank
+
+
 @guards.enforces(guards.UNKNOWN_IDS)
 def check_ids(requested: dict[str, list[str]], where: str) -> None:
     """Every requested id must be a BFCL item of the category it is listed under."""

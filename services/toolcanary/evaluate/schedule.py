@@ -36,9 +36,16 @@ from toolcanary.contract.csv_schemas import read_bfcl_by_category
 from toolcanary.contract.errors import ContractError, UsageError
 from toolcanary.contract.manifests import read_published, verify_checkpoint
 from toolcanary.evaluate.runner import PassOptions, PassPaths, csv_lock, run_pass
-from toolcanary.evaluate.serving import ComposeServing, LocalProcessServing, Serving, wait_healthy
+from toolcanary.evaluate.serving import (
+    ComposeServing,
+    LocalProcessServing,
+    ReloadingServing,
+    ReloadRefused,
+    Serving,
+    wait_healthy,
+)
 from toolcanary.evaluate.settings import EvalSettings, ItemChoice, WatchLimits
-from toolcanary.serve.command import served_model_name
+from toolcanary.serve.command import RUN_SERVED_MODEL_TEMPLATE, served_model_name
 
 log = logging.getLogger(__name__)
 
@@ -102,10 +109,17 @@ def scored_passes(results_dir: Path, run: str) -> set[tuple[int, int]]:
 
 def make_serving(settings: EvalSettings, run: str) -> Serving:
     if settings.serving == "compose":
-        return ComposeServing(settings.compose_command, settings.compose_service)
+        return ComposeServing(settings.compose_command, settings.compose_service, reloadable=settings.reload)
     if settings.serving == "local":
         return LocalProcessServing(settings.serve_command, settings.serve_port, settings.results_dir / run / "serving")
     raise UsageError("--serving", "local or compose", repr(settings.serving))
+
+
+def reloading(settings: EvalSettings, run: str, server: Serving) -> Serving:
+    """With `settings.reload`, the server kept for every checkpoint of the run (toolcanary.evaluate.serving)."""
+    if not settings.reload or isinstance(server, ReloadingServing):
+        return server
+    return ReloadingServing(server, settings.base_url, served_model_name(run, 0, RUN_SERVED_MODEL_TEMPLATE))
 
 
 def local_url(settings: EvalSettings) -> EvalSettings:
@@ -122,7 +136,7 @@ def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Servin
         return [(local_url(settings), make_serving(settings, run))]
     if settings.serving not in ("local", "compose"):
         raise UsageError("--serving", "local or compose", repr(settings.serving))
-    out = []
+    out: list[tuple[EvalSettings, Serving]] = []
     for offset, gpu in enumerate(settings.gpus):
         port = settings.serve_port + offset
         mine = settings.replace(serve_port=port, base_url=f"http://{settings.serve_host}:{port}/v1")  # compose too
@@ -130,7 +144,8 @@ def servers(settings: EvalSettings, run: str) -> list[tuple[EvalSettings, Servin
             out.append((mine, LocalProcessServing(settings.serve_command, port, settings.results_dir / run / "serving",
                                                   env={"CUDA_VISIBLE_DEVICES": gpu})))
         else:
-            out.append((mine, ComposeServing(settings.compose_command, settings.compose_service, gpu=gpu, port=port)))
+            out.append((mine, ComposeServing(settings.compose_command, settings.compose_service, gpu=gpu, port=port,
+                                             reloadable=settings.reload)))
     return out
 
 
@@ -147,6 +162,7 @@ def eval_all(settings: EvalSettings, run: str, items: ItemChoice | None = None,
     for _, server in pool:
         if isinstance(server, ComposeServing):
             server.check_gpus()  # before any step: every one would be served on the same GPU
+    pool = [(mine, reloading(mine, run, server)) for mine, server in pool]
     done = scored_passes(settings.results_dir, run)
     work: queue.SimpleQueue = queue.SimpleQueue()
     for entry in published_checkpoints(settings.checkpoints_dir, run):
@@ -172,12 +188,17 @@ def eval_all(settings: EvalSettings, run: str, items: ItemChoice | None = None,
                 continue
             refresh_report(settings, run)
 
-    if len(pool) == 1:
-        serve_steps(*pool[0])
-    else:
-        with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="serve") as executor:
-            for future in [executor.submit(serve_steps, *server) for server in pool]:
-                future.result()
+    try:
+        if len(pool) == 1:
+            serve_steps(*pool[0])
+        else:
+            with ThreadPoolExecutor(max_workers=len(pool), thread_name_prefix="serve") as executor:
+                for future in [executor.submit(serve_steps, *server) for server in pool]:
+                    future.result()
+    finally:
+        for _, server in pool:
+            if isinstance(server, ReloadingServing):
+                server.close()
     scored.sort()
     failures = [text for _, text in sorted(failures)]
     if failures:
@@ -221,11 +242,22 @@ def score_step(settings: EvalSettings, run: str, items: ItemChoice, serving: Ser
         StepFailed: some of its passes were refused, after every pass of the step was tried.
     """
     folder = checked_checkpoint(settings.checkpoints_dir, run, entry)
-    served = served_model_name(run, entry.step, settings.served_model_template)
+    reload = isinstance(serving, ReloadingServing) and serving.usable
+    served = serving.served_model if reload else served_model_name(run, entry.step, settings.served_model_template)
     scored, failures = [], []
     serving.start(entry.step, folder, served)
     try:
         waited = wait_healthy(settings.base_url, served, settings.health_timeout_s, getattr(serving, "alive", lambda: True))
+        if reload:
+            try:
+                serving.load(entry.step, folder, entry.weights_sha256)
+            except ReloadRefused as err:
+                log.warning("step %d: the server cannot load it in place (%s); this step and the later ones get a "
+                            "server each", entry.step, err)
+                serving.give_up()
+                served = served_model_name(run, entry.step, settings.served_model_template)
+                serving.start(entry.step, folder, served)
+                waited += wait_healthy(settings.base_url, served, settings.health_timeout_s, serving.alive)
         log.info("step %d healthy after %.1f s; passes %s", entry.step, waited, todo)
         def score(pass_index: int) -> None:
             pass_folder = PassPaths.of(settings.results_dir, run, entry.step, pass_index).folder

@@ -4,6 +4,13 @@ eval-all and watch only use this small interface, so the same scheduling code dr
 CPU box and the `serve` container of the GPU stack. Healthy means the server lists the expected
 served-model name, so a container still serving the previous step is never scored by mistake.
 `python -m toolcanary.evaluate eval-all --serving local|compose` runs it.
+
+`ReloadingServing` (eval-all's default, `--reload`) keeps one server for every checkpoint of a run: it starts the
+first checkpoint it is given as the others would, under a name for the whole run, and loads each later one into
+it in place (`toolcanary.serve.reload`), which answers with the step and weights hash it loaded; those must be the
+ledger's, or the step is refused. A server that cannot reload (started without `--reloadable`, or an older
+vLLM) is stopped with a warning, and that checkpoint and every later one get a server of their own under the
+step's own name, as without reloading.
 """
 
 from __future__ import annotations
@@ -14,14 +21,18 @@ import os
 import shlex
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from toolcanary.common.loopback import wait_until_ok
 from toolcanary.contract.errors import ContractError, UsageError
+from toolcanary.contract.manifests import read_checkpoint_manifest
 from toolcanary.evaluate import gpu_share
 from toolcanary.evaluate.bfcl_process import die_with_parent
+from toolcanary.serve.reload import LOAD_METHOD
 
 log = logging.getLogger(__name__)
 
@@ -99,16 +110,19 @@ class LocalProcessServing:
 
 
 class ComposeServing:
-    """`docker compose up -d serve` with STEP set, then `docker compose stop serve`.
+    """`docker compose up -d serve` with STEP set, then `docker compose stop serve`. With `reloadable` the server
+    is started with TOOLCANARY_SERVE_RELOADABLE set, for `ReloadingServing`.
 
     With `gpu`, the server runs in a Compose project of its own (`<project>-gpu<N>`) with SERVE_GPU and
     SERVE_PORT set, so that several checkpoints are served at once, one per GPU.
     """
 
     def __init__(self, compose_command: str, service: str, execute: Callable[..., object] | None = None,
-                 gpu: str | None = None, port: int | None = None) -> None:
+                 gpu: str | None = None, port: int | None = None, reloadable: bool = False) -> None:
         self.compose, self.service, self.gpu = shlex.split(compose_command), service, gpu
         self.env = {"SERVE_GPU": gpu, "SERVE_PORT": str(port)} if gpu is not None else {}
+        if reloadable:
+            self.env["TOOLCANARY_SERVE_RELOADABLE"] = "true"
         self.project = ["-p", f"toolcanary-serve-gpu{gpu}"] if gpu is not None else []
         self.execute = execute or (lambda argv, env: subprocess.run(argv, env=env, check=True))
 
@@ -138,3 +152,83 @@ class ComposeServing:
         stop = [*self.compose, *self.project, "stop", self.service]
         log.info("stopping: %s", " ".join(stop))
         self.execute(stop, {**os.environ, **self.env})
+
+
+class ReloadRefused(ContractError):
+    """The server could not load the checkpoint in place (no reload endpoint, or the load failed)."""
+
+
+class ReloadingServing:
+    """One server for every checkpoint of a run: `start` starts it once, `load` puts a checkpoint's weights in it,
+    `stop` leaves it running and `close` stops it.
+
+    The server is named for the run (`served_model`), not for a step: which step it holds is what `load` checked.
+    A checkpoint trained in another thinking mode than the one the server was started in (the chat template's
+    default is set at start) gets a new server.
+    """
+
+    def __init__(self, inner: Serving, base_url: str, served_model: str, timeout_s: float = 600.0) -> None:
+        self.inner, self.served_model, self.timeout_s = inner, served_model, timeout_s
+        self.root = base_url.rstrip("/").removesuffix("/v1")
+        self.started: tuple[int, bool | None] | None = None  # (step, thinking mode) the server was started with
+        self.reloads = 0
+        self.usable = True  # False once a server could not reload: then a server per checkpoint, the old way
+
+    def alive(self) -> bool:
+        return getattr(self.inner, "alive", lambda: True)()
+
+    def start(self, step: int, model_dir: Path | None, served_model: str) -> None:
+        if not self.usable:
+            self.inner.start(step, model_dir, served_model)
+            return
+        thinking = read_checkpoint_manifest(model_dir).enable_thinking if model_dir is not None else None
+        if self.started is not None and (not self.alive() or thinking != self.started[1]):
+            self.close()
+        if self.started is None:
+            self.inner.start(step, model_dir, self.served_model)
+            self.started = (step, thinking)
+
+    def load(self, step: int, model_dir: Path, weights_sha256: str) -> None:
+        """Put checkpoint `model_dir` in the healthy server (nothing to do for the one it was started with).
+
+        Raises:
+            ReloadRefused: the server has no reload endpoint or could not load it.
+            ContractError: the server loaded another step or other weights than the ledger's.
+        """
+        if self.started is not None and self.started[0] == step:
+            return
+        loaded = self._rpc("/collective_rpc", {"method": LOAD_METHOD, "args": [model_dir.name]})["results"]
+        wrong = [r for r in loaded if (r or {}).get("step") != step or r.get("weights_sha256") != weights_sha256]
+        if not loaded or wrong:
+            raise ContractError(f"reloading step {step} into the server", f"step {step} with weights {weights_sha256}",
+                                f"{wrong or 'no worker answered'}", "Rerun with --no-reload and report the case")
+        self._rpc("/reset_prefix_cache", {})  # its cached prefixes were computed with the old weights
+        self.reloads += 1
+        log.info("step %d loaded into the running server (%d reloads)", step, self.reloads)
+
+    def _rpc(self, path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"{self.root}{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                text = response.read()
+        except (urllib.error.URLError, OSError) as err:
+            detail = err.read().decode(errors="replace")[:300] if isinstance(err, urllib.error.HTTPError) else ""
+            raise ReloadRefused(f"POST {self.root}{path}", "an answer of a server started with toolcanary.serve "
+                                "--reloadable", f"{err} {detail}".strip(), "Start it with --reloadable") from None
+        return json.loads(text) if text else {}
+
+    def stop(self) -> None:
+        """The server stays up for the next checkpoint; `close` stops it."""
+        if not self.usable:
+            self.inner.stop()
+
+    def give_up(self) -> None:
+        """This server cannot reload: stop it, and serve every later checkpoint with a server of its own, under
+        the checkpoint's own name."""
+        self.close()
+        self.usable = False
+
+    def close(self) -> None:
+        self.inner.stop()
+        self.started = None

@@ -81,6 +81,10 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     serving: Literal["local", "compose"] = Field("local", description="who serves the checkpoints for eval-all / watch: local or compose")
     serve_command: str = Field("", description="command line that serves one checkpoint (serving local), with "
                                                 "{model_dir} {served_model} {port} {step}")
+    reload: bool = Field(True, description="one server for every checkpoint of a run (one per GPU): each later "
+                                           "checkpoint's weights are loaded into it in place (toolcanary.serve "
+                                           "--reloadable) instead of a new server per checkpoint; a server that "
+                                           "cannot reload gets the next checkpoint the old way (--no-reload: always)")
     serve_port: int = Field(8000, description="port of the locally served checkpoint")
     serve_host: str = Field("127.0.0.1", description="host of the locally served checkpoint")
     health_timeout_s: float = Field(1800.0, description="how long eval-all / watch wait for serve to list the "
@@ -115,7 +119,7 @@ class EvalSettings(ServiceSettings, env_prefix=ENV_PREFIX):
 
 
 # The settings only eval-all and watch read (serving and repeats), and only watch.
-SCHEDULE_ONLY = ("serving", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
+SCHEDULE_ONLY = ("serving", "reload", "serve_command", "serve_port", "health_timeout_s", "repeat_steps", "repeat_passes",
                  "watch_interval_s", "gpus", "report_command")
 WATCH_ONLY = ("watch_interval_s",)
 

@@ -8,6 +8,7 @@ it serves in fp32 and uses every core, unless told otherwise.
 
     python -m toolcanary.serve --run demo --step 20 --port 8012 -- --enforce-eager --max-model-len 2048
     python -m toolcanary.serve --checkpoint volumes/checkpoints/demo/step_0020 --dry-run
+    python -m toolcanary.serve --run demo --step 0 --reloadable    # eval-all --reload loads each later step into it
 
 The server's settings (host, port, context, answer cap, thinking mode, checkpoints root) are also read from
 `TOOLCANARY_SERVE_<NAME>` (toolcanary.serve.settings); the flags win.
@@ -60,6 +61,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
               defaults=resolve_defaults(ServeSettings, argv))
     add_flags(parser, ServeChoice, only=("dry_run", "vllm_args"))
     return parser
+
+
+def reload_flags(reloadable: bool) -> tuple[str, ...]:
+    """The worker extension through which a client loads another checkpoint of the run (toolcanary.serve.reload)."""
+    return ("--worker-extension-cls", "toolcanary.serve.reload.CheckpointReload") if reloadable else ()
 
 
 def cpu_build() -> bool:
@@ -115,12 +121,14 @@ def main(argv: list[str] | None = None) -> int:
         host=settings.host,
         port=settings.port,
         max_model_len=settings.max_model_len,
-        extra=thinking_flags(thinking) + length_flags(settings.max_new_tokens)
+        extra=thinking_flags(thinking) + length_flags(settings.max_new_tokens) + reload_flags(settings.reloadable)
         + (cpu_flags(choice.vllm_args) if cpu else ()) + tuple(choice.vllm_args),
     )
     if choice.dry_run:
         print(" ".join(argv_))
         return 0
+    if settings.reloadable:
+        os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # /collective_rpc and /reset_prefix_cache
     if cpu:
         cpu_defaults(os.environ)
     sys.stdout.flush()

@@ -13,6 +13,9 @@ import sys
 
 TOOL_FLAGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3")
 SERVED_MODEL_TEMPLATE = "{run}-step{step:04d}"
+RUN_SERVED_MODEL_TEMPLATE = "{run}-reloaded"
+"""The name of a server that holds each checkpoint of a run in turn (toolcanary.serve.reload): the step it holds
+is what loading it returned, not its name."""
 
 
 def served_model_name(run: str, step: int, template: str = SERVED_MODEL_TEMPLATE) -> str:

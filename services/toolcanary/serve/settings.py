@@ -34,6 +34,9 @@ class ServeSettings(ServiceSettings, env_prefix=ENV_PREFIX):
                                                                "none, as BFCL's chat path sends no max_tokens); for "
                                                                "small CPU policies that may never emit their end "
                                                                "token")
+    reloadable: bool = Field(False, description="let a client load another checkpoint of the same run into the "
+                                                "running server (toolcanary.serve.reload; turns on vLLM's development "
+                                                "endpoints, so serve on a private network or the loopback only)")
     enable_thinking: bool | None = Field(None, description="the chat template's default thinking mode (default: the "
                                                            "mode the manifest says the policy trained in; BFCL sends "
                                                            "no template kwargs, so this decides how every item is "

@@ -35,7 +35,7 @@ from toolcanary.train.episode import EpisodeSpec
 
 def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: random.Random,
                key_prefix: str, max_tools: int | None = None, task_pool: int = 0,
-               seed: int = 0, draw_prefix: str = "") -> list[EpisodeSpec]:
+               seed: int = 0, pool_seed: int | None = None, draw_prefix: str = "") -> list[EpisodeSpec]:
     """groups x n episode specs; the n members of a group share task key, draw and difficulty.
 
     `key_prefix` begins every task key and episode id: the run's `task_key_prefix` (toolcanary.train.task_keys).
@@ -43,16 +43,23 @@ def step_specs(curriculum: Curriculum, *, step: int, groups: int, n: int, rng: r
     index), so what a task is does not depend on the run's private key.
 
     `max_tools` caps the tools per task (the CPU run's cost control; the GPU recipe leaves it unset).
-    `task_pool` > 0 cycles through that many fixed tasks (`pool_task`) instead of drawing new ones.
+    `task_pool` > 0 cycles through that many fixed call tasks (`pool_task`, from `pool_seed`) instead of drawing
+    new ones; a group the curriculum's abstention share picks is a fresh abstention task instead. The pool is
+    the same whatever that share, so runs that differ only in it start from the same warm-started policy.
     """
     at = curriculum.derived()
+    pool_seed = seed if pool_seed is None else pool_seed
     specs = []
     for group in range(groups):
-        if task_pool:
+        abstain = task_pool and curriculum.no_call_fraction > 0 and rng.random() < curriculum.no_call_fraction
+        if task_pool and not abstain:
             index = ((step - 1) * groups + group) % task_pool
-            key, draw, difficulty = pool_task(index, key_prefix=key_prefix, seed=seed, curriculum=curriculum,
+            key, draw, difficulty = pool_task(index, key_prefix=key_prefix, seed=pool_seed, curriculum=curriculum,
                                               max_tools=max_tools)
             draw = draw_prefix + draw
+        elif abstain:
+            key, difficulty = f"{key_prefix}-s{step:04d}-g{group:02d}", abstention(capped(curriculum.draw(rng), max_tools))
+            draw = f"{draw_prefix}{seed}-s{step:04d}-g{group:02d}"
         else:
             key, difficulty = f"{key_prefix}-s{step:04d}-g{group:02d}", capped(curriculum.draw(rng), max_tools)
             draw = f"{draw_prefix}{seed}-s{step:04d}-g{group:02d}"
@@ -73,10 +80,14 @@ def capped(difficulty: DifficultySettings, max_tools: int | None) -> DifficultyS
     return difficulty
 
 
+def abstention(difficulty: DifficultySettings) -> DifficultySettings:
+    return difficulty.model_copy(update={"call_expected": False, "expected_calls": 0})
+
+
 def pool_task(index: int, *, key_prefix: str, seed: int, curriculum: Curriculum,
               max_tools: int | None) -> tuple[str, str, DifficultySettings]:
-    """The key, draw and settings of fixed task `index`: drawn once, at level 1, from a seed of its own."""
-    first = Curriculum(level=1, epsilon=curriculum.epsilon, no_call_fraction=curriculum.no_call_fraction)
+    """The key, draw and settings of fixed call task `index`: drawn once, at level 1, from a seed of its own."""
+    first = Curriculum(level=1, epsilon=curriculum.epsilon)
     draw = f"pool-{seed}-{index:03d}"
     return f"{key_prefix}-{draw}", draw, capped(first.draw(random.Random(f"pool-{seed}-{index}")), max_tools)
 

