@@ -21,6 +21,12 @@ its pass folders: the comparison is made item by item, and the pass manifests sa
   scored in every pass of both steps. An arm's change (`delta_pp`) is the mean of its runs' changes, its
   `first` and `last` the means of theirs.
 - **Difference** (`difference_pp`): arm B's change minus arm A's.
+- **Rows** (`ROWS`): the headline aggregates, then the behaviour rows (no unparsed credit, BFCL's own verdict,
+  call attempts on abstention and on call items, answers cut at the cap), each an aggregate of the same paired
+  items scored by a measure of `toolcanary.analysis.items.MEASURES`, with the same change and intervals.
+- **Training** (`training_movement`): per run, whether its policy moved: the first and last steps' tool-call
+  share and reward with an exact permutation test (`toolcanary.analysis.training.first_last_shift`), the steps
+  with a reward spread, the KL at the last step, the canary, and whether the served weights differ.
 - **Interval, several runs** (at least three in all, so the spread between runs has a degree of freedom): a
   Student t interval on the runs' changes. With n_A and n_B runs, changes c and arm means m_A, m_B:
   s² = (Σ_A (c − m_A)² + Σ_B (c − m_B)²) / (n_A + n_B − 2), s.e. = s·sqrt(1/n_A + 1/n_B), and
