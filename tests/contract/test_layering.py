@@ -33,6 +33,8 @@ CROSS_SERVICE_IMPORTS = {
     ("toolcanary.evaluate.__main__", "toolcanary.serve.command"):
         "the eval client serves a checkpoint with the serve image's one vLLM command line (stdlib only)",
     ("toolcanary.evaluate.schedule", "toolcanary.serve.command"): "as above, for eval-all and watch",
+    ("toolcanary.evaluate.serving", "toolcanary.serve.reload"):
+        "the worker method a reloading server runs, by the name serve gives it (no vLLM import)",
     ("toolcanary.evaluate.settings", "toolcanary.serve.command"): "the served-model name, as serve names it",
 }
 
