@@ -24,6 +24,10 @@ suites="${*:-$ORDER}"
 reports=.venvs/reports && rm -rf "$reports" && mkdir -p "$reports"
 # Screenshots and other files a test leaves for people to look at (e.g. report-pages/*.png).
 export TOOLCANARY_TEST_OUTPUT="$PWD/$reports"
+# One starting-policy cache for the suites of this run: the serve suite's held-out check and the demo suite's
+# demos and study warm-start the same recipes; the first builds each, the others copy it (as a second demo on
+# one machine does), so each recipe's minutes are spent once.
+export TOOLCANARY_TEST_STARTING_POLICY_CACHE="$PWD/$reports/starting_policies"
 status=0
 ran=()
 

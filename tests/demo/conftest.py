@@ -11,7 +11,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 
 def volume_env(root: Path) -> dict[str, str]:
-    return {**os.environ, **{f"TOOLCANARY_{n.upper()}_DIR": str(root / n) for n in ("checkpoints", "runs", "results")}}
+    """The volume roots under `root`; the starting-policy cache make test shares between suites, when it sets one."""
+    shared = os.environ.get("TOOLCANARY_TEST_STARTING_POLICY_CACHE")
+    return {**os.environ, **{f"TOOLCANARY_{n.upper()}_DIR": str(root / n) for n in ("checkpoints", "runs", "results")},
+            **({"TOOLCANARY_DEMO_STARTING_POLICY_CACHE": shared} if shared else {})}
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -14,6 +14,7 @@ several minutes on 2 cores)
 """
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -27,6 +28,12 @@ from toolcanary.contract.training_files import HELD_OUT_FILE, TASK_KEY_TAG_FILE,
 
 REPO = Path(__file__).resolve().parents[2]
 HELD_OUT_TASKS = 12
+
+
+def shared_cache() -> list[str]:
+    """make test's starting-policy cache, shared with the demo suite, which warm-starts the same recipe."""
+    shared = os.environ.get("TOOLCANARY_TEST_STARTING_POLICY_CACHE")
+    return ["--starting-policy-cache", shared] if shared else []
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,7 @@ def starting_policy(tmp_path_factory):
         [str(REPO / ".venvs" / "train" / "bin" / "python"), "-m", "toolcanary.train", "starting-policy", "--quiet",
          "--run", "held-out", "--policy", "smollm2", "--held-out", str(HELD_OUT_TASKS),
          "--checkpoints-dir", str(root / "checkpoints"), "--results-dir", str(root / "results"),
-         "--runs-dir", str(root / "runs")],
+         "--runs-dir", str(root / "runs"), *shared_cache()],
         capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)

@@ -132,7 +132,8 @@ FITTING = {("simulator", "mode"): ("toolcanary", "toolcanary"), ("simulator", "b
            ("serve", "max_new_tokens"): ("64", 64), ("serve", "enable_thinking"): ("false", False),
            ("train", "starting_policy_seed"): ("3", 3), ("demo", "starting_policy_seed"): ("3", 3),
            ("demo", "warm_start_no_call_fraction"): ("0.5", 0.5), ("demo", "lr"): ("0.001", 0.001),
-           ("demo", "ids_file"): ("/tmp/settings-sample", Path("/tmp/settings-sample"))}
+           ("demo", "ids_file"): ("/tmp/settings-sample", Path("/tmp/settings-sample")),
+           ("demo", "starting_policy_cache"): ("/tmp/settings-sample", Path("/tmp/settings-sample"))}
 
 
 @pytest.mark.parametrize(("service", "field"), PAIRS)

@@ -620,7 +620,9 @@ def prose(found: Mapping[str, Any]) -> list[str]:
             continue
         low, high = row["difference_interval_pp"]
         if not (low > 0 or high < 0):
-            verdict = "the interval includes 0"
+            # At the same spread, an interval of this width excludes 0 only around a difference past its half-width.
+            verdict = (f"the interval includes 0; at this spread a difference would have to be past "
+                       f"{(high - low) / 2:.2f} pp either way for its interval to exclude 0")
         elif single:
             verdict = "the interval excludes 0 for these two training runs only; another seed may differ"
         else:

@@ -54,7 +54,7 @@ def run_demo(s: DemoSettings, clock: PhaseClock) -> None:
         # its starting policy instead of training it again; a resumed run already has it, so its bar starts full.
         trainer = TrainSettings.from_env(policy=s.policy)
         common = ["--quiet", "--run", s.run, "--simulator-url", url, "--policy", s.policy, "--seed", str(s.seed),
-                  "--starting-policy-cache", str(s.runs.parent / "cache" / "starting_policies"),
+                  "--starting-policy-cache", str(s.policy_cache),
                   *given_flags(s, ("starting_policy_seed", "warm_start_no_call_fraction"))]
         warm = FileProgress("starting policy (warm start)", trainer.warm_start_steps if trainer.warm_start else 0,
                             lambda: row_count(s.result_dir / WARM_START), "step")

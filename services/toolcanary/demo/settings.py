@@ -111,11 +111,17 @@ class DemoSettings(ServiceSettings, env_prefix=ENV_PREFIX):
     runs: Path = Field(volume("runs"), validation_alias=_root("runs"), description="root of the run folders")
     results: Path = Field(volume("results"), validation_alias=_root("results"),
                           description="root of the result folders")
+    starting_policy_cache: Path | None = Field(None, description="where warm-started starting policies are kept, "
+                                               "keyed by their recipe (default: <runs>/../cache/starting_policies)")
 
     @field_validator("checkpoints", "runs", "results")
     @classmethod
     def _absolute(cls, value: Path) -> Path:
         return Path(value).resolve()
+
+    @property
+    def policy_cache(self) -> Path:
+        return self.starting_policy_cache or self.runs.parent / "cache" / "starting_policies"
 
     @property
     def checkpoint_steps(self) -> list[int]:
