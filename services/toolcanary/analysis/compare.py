@@ -73,7 +73,7 @@ from toolcanary.analysis.items import (
 )
 from toolcanary.analysis.passes import RunItems, pass_folder
 from toolcanary.analysis.settings import AnalysisSettings
-from toolcanary.analysis.training import SHIFT_NULL, first_last_shift, training_findings
+from toolcanary.analysis.training import SHIFT_NULL, canary_findings, first_last_shift
 from toolcanary.analysis.verdicts import p_text
 from toolcanary.contract.bfcl import AGGREGATES, CATEGORIES, aggregate_value
 from toolcanary.contract.csv_schemas import BFCL_BY_CATEGORY, TRAIN_METRICS
@@ -470,13 +470,11 @@ def training_movement(arms: Arms, span: tuple[int, int], settings: AnalysisSetti
         path = run.data / TRAIN_METRICS
         if path.is_file():
             train = load_training(path)
-            found = training_findings(train, settings)
-            kl_steps, kl = train.series("kl")
+            _, kl = train.series("kl")
             _, spread = train.series("reward_std")
-            ends = {name: first_last_shift(train.series(name)[1], SHIFT_STEPS, settings.verdict_level)
-                    for name in ("tool_call_share", "reward_mean")}
-            entry |= {"steps": found["step_count"], "tool_call_share": found["tool_call_share"],
-                      "reward": found["reward"], "canary": found["canary"], "first_last": ends,
+            shifts = {name: first_last_shift(train.series(name)[1], SHIFT_STEPS, settings.verdict_level)
+                      for name in ("tool_call_share", "reward_mean")}
+            entry |= {"steps": len(train.steps), "canary": canary_findings(train), "first_last": shifts,
                       "kl_last": float(kl[-1]) if len(kl) else None,
                       "steps_with_reward_spread": int((spread > 0).sum())}
         out[run.name] = entry
